@@ -43,7 +43,9 @@ ScopedTempDir::ScopedTempDir(const std::string& prefix) {
   path_ = pattern;
 }
 
-ScopedTempDir::~ScopedTempDir() { RemoveTree(path_); }
+ScopedTempDir::~ScopedTempDir() {
+  RemoveTree(path_);
+}
 
 void RemoveTree(const std::string& path) {
   std::error_code ignored;
