@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,6 +39,11 @@ inline const char* engine_kind_name(EngineKind kind) {
       return "CudaSmallStaging";
   }
   return "?";
+}
+
+// So that gtest prints "Cuda" rather than "4-byte object <04-00 00-00>".
+inline void PrintTo(EngineKind kind, std::ostream* os) {
+  *os << engine_kind_name(kind);
 }
 
 // Staging small enough that every test layout needs several stages, and not a multiple of any
