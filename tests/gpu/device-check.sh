@@ -14,7 +14,9 @@
 #
 # Environment: CMAKE_CUDA_ARCHITECTURES (e.g. "90" to build faster), TIER_BENCH_TOKENS (100000),
 # TIER_BENCH_COPY_MIB (1024), TIER_DEVICE_CHECK_BUILD (build dir, default build-device-check),
-# TIER_DEVICE_CHECK_NO_CMAKE=1 (build the benchmark alone with nvcc, as on a machine without CMake).
+# TIER_DEVICE_CHECK_NO_CMAKE=1 (build the benchmark alone with nvcc, as on a machine without CMake),
+# TIER_GTEST_SOURCE_DIR (GoogleTest sources to build when none is installed; default
+# /usr/src/googletest).
 # On a machine without a GPU it still builds and runs everything (the GPU tests skip, the
 # benchmark takes the CPU path) and exits 3: the CUDA path was not exercised.
 set -uo pipefail
@@ -78,7 +80,8 @@ if [ -n "$nvcc" ]; then
     gen=()
     command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
     if run 120 cmake -S "$root/tests/gpu" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_CUDA_COMPILER="$nvcc" "-DCMAKE_CUDA_ARCHITECTURES=$archs" &&
+      -DCMAKE_CUDA_COMPILER="$nvcc" "-DCMAKE_CUDA_ARCHITECTURES=$archs" \
+      ${TIER_GTEST_SOURCE_DIR:+"-DTIER_GTEST_SOURCE_DIR=$TIER_GTEST_SOURCE_DIR"} &&
       run 240 cmake --build "$build" --parallel "$(nproc)"; then
       built=yes
     else
