@@ -1,5 +1,7 @@
 #include "server_metrics.h"
 
+#include <utility>
+
 namespace tier {
 
 const char* RootReasonName(RootReason reason) {
@@ -25,6 +27,15 @@ const char* OutcomeName(Outcome outcome) {
   return "unknown";
 }
 
+namespace {
+// The (from, to) pairs of tier_transitions_total: what the planner does (planner.cc).
+constexpr std::pair<const char*, const char*> kTransitionPairs[] = {
+    {"none", "device"}, {"none", "host"},      {"device", "host"},
+    {"host", "device"}, {"host", "cold"},      {"cold", "host"},
+    {"device", "evicted"}, {"host", "evicted"}, {"cold", "evicted"},
+};
+}  // namespace
+
 ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
   MetricFamily* admissions = registry->Counter(
       "tier_admissions_total", "Requests admitted, by where their state came from.", {"outcome"});
@@ -42,6 +53,9 @@ ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
       "Checkpoint placements created, by source and destination tier (none = newly sealed, "
       "evicted = dropped from the catalog).",
       {"from", "to"});
+  // Every pair the planner can produce exists from the start (at zero), so rate() and the
+  // dashboards see a series before the first transition of each kind.
+  for (const auto& [from, to] : kTransitionPairs) registry->Series(transitions_, {from, to});
   prefill_saved_ = registry->Series(registry->Counter(
       "tier_prefill_saved_seconds_total",
       "Prefill seconds avoided by reusing checkpoints, net of restore and transfer time."));
@@ -49,6 +63,7 @@ ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
       "tier_spill_failures_total",
       "Host-to-cold spills that failed, by what the planner did (kept_host or dropped).",
       {"action"});
+  for (const char* action : {"kept_host", "dropped"}) registry->Series(spill_failures_, {action});
   MetricFamily* verified = registry->Counter(
       "tier_restore_verifications_total",
       "Restored checkpoints whose bytes were verified, by result (exact or mismatch).",
