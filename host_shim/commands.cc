@@ -57,7 +57,7 @@ Result<ReplayReport> ReplayOnce(const ServerConfig& config, const ReplayConfig& 
                                 const ModelProfile& profile, const Workload& workload,
                                 const std::string& plugin, const ProviderOptions& options,
                                 const std::string& namespace_id, MetricsRegistry* metrics,
-                                DeviceTier* device) {
+                                DeviceTier* device, const MetricsServer* server = nullptr) {
   HostServices host(metrics);
   ServerMetrics server_metrics(metrics);
   server_metrics.SetDevicePath(device->path());
@@ -82,6 +82,19 @@ Result<ReplayReport> ReplayOnce(const ServerConfig& config, const ReplayConfig& 
                                                                   info.value().io_path
                                                             : std::string()) +
                          ", namespace " + namespace_id);
+  if (server != nullptr && replay_config.wait_for_scrape_s > 0) {
+    // Every series exists now: let a scraper record them at zero before the replay moves them.
+    const uint64_t seen = server->scrapes();
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%g", replay_config.wait_for_scrape_s);
+    Log(TIER_LOG_INFO, std::string("waiting up to ") + seconds +
+                           " s for /metrics to be scraped (--wait-for-scrape)");
+    const auto timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(replay_config.wait_for_scrape_s * 1000.0));
+    if (!server->WaitForScrapeAfter(seen, timeout)) {
+      Log(TIER_LOG_WARN, "no scrape of /metrics within --wait-for-scrape; replaying anyway");
+    }
+  }
   ReplayOptions options_run;
   options_run.max_concurrency = config.max_concurrency;
   options_run.progress = replay_config.progress;
@@ -152,6 +165,9 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
   Log(TIER_LOG_INFO, std::string("device path: ") + device.value()->path() + " (" +
                          device.value()->description() + "; " + device_reason + ")");
 
+  if (replay_config.wait_for_scrape_s > 0 && config.metrics_addr.empty()) {
+    return Fail(kExitUsage, "--wait-for-scrape needs --metrics-addr HOST:PORT");
+  }
   MetricsRegistry metrics;
   std::unique_ptr<MetricsServer> server;
   if (!config.metrics_addr.empty()) {
@@ -163,7 +179,8 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
                            std::to_string(server->port()) + "/metrics");
   }
   auto run = ReplayOnce(config, replay_config, profile.value(), workload, choice.value().plugin,
-                        choice.value().options, namespace_id, &metrics, device.value().get());
+                        choice.value().options, namespace_id, &metrics, device.value().get(),
+                        server.get());
   if (!run.ok()) return Fail(kExitUsage, run.status().message());
   std::unique_ptr<ReplayReport> compare;
   if (replay_config.compare_null) {

@@ -1,9 +1,40 @@
 #include "metrics_server.h"
 
+#include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
+#include <condition_variable>
+#include <mutex>
+
 namespace tier {
+
+// Collected after the registry on every /metrics request (the exposer collects in registration
+// order), so a count here means the registry's series have been served. Adds no series.
+class MetricsServer::ScrapeCounter : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++count_;
+    }
+    changed_.notify_all();
+    return {};
+  }
+  uint64_t count() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return count_;
+  }
+  bool WaitAbove(uint64_t seen, std::chrono::milliseconds timeout) const {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return count_ > seen; });
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  mutable uint64_t count_ = 0;  // guarded by mutex_
+};
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& host_port,
                                                             const MetricsRegistry& registry) {
@@ -17,6 +48,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& h
   try {
     server->exposer_ = std::make_unique<prometheus::Exposer>(host_port, 2);
     server->exposer_->RegisterCollectable(registry.registry());
+    server->scrape_counter_ = std::make_shared<ScrapeCounter>();
+    server->exposer_->RegisterCollectable(server->scrape_counter_);
     const auto ports = server->exposer_->GetListeningPorts();
     server->port_ = ports.empty() ? 0 : ports.front();
   } catch (const std::exception& e) {
@@ -26,5 +59,11 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& h
 }
 
 MetricsServer::~MetricsServer() = default;
+
+uint64_t MetricsServer::scrapes() const { return scrape_counter_->count(); }
+
+bool MetricsServer::WaitForScrapeAfter(uint64_t seen, std::chrono::milliseconds timeout) const {
+  return scrape_counter_->WaitAbove(seen, timeout);
+}
 
 }  // namespace tier

@@ -1,6 +1,8 @@
 // metrics_server.h -- the host's one /metrics endpoint (prometheus-cpp's exposer).
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -22,9 +24,15 @@ class MetricsServer {
   ~MetricsServer();
   // The bound port (useful with port 0).
   int port() const { return port_; }
+  // Completed collections of the registry by /metrics requests so far.
+  uint64_t scrapes() const;
+  // Waits until scrapes() exceeds `seen` or `timeout` passes; true when it did. Any thread.
+  bool WaitForScrapeAfter(uint64_t seen, std::chrono::milliseconds timeout) const;
 
  private:
+  class ScrapeCounter;
   MetricsServer() = default;
+  std::shared_ptr<ScrapeCounter> scrape_counter_;  // registered after the registry
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;
 };
