@@ -84,14 +84,14 @@ Result<ReplayReport> ReplayOnce(const ServerConfig& config, const ReplayConfig& 
                          ", namespace " + namespace_id);
   if (server != nullptr && replay_config.wait_for_scrape_s > 0) {
     // Every series exists now: let a scraper record them at zero before the replay moves them.
-    const uint64_t seen = server->scrapes();
+    const uint64_t started = server->scrapes_started();
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%g", replay_config.wait_for_scrape_s);
     Log(TIER_LOG_INFO, std::string("waiting up to ") + seconds +
                            " s for /metrics to be scraped (--wait-for-scrape)");
     const auto timeout = std::chrono::milliseconds(
         static_cast<int64_t>(replay_config.wait_for_scrape_s * 1000.0));
-    if (!server->WaitForScrapeAfter(seen, timeout)) {
+    if (!server->WaitForScrapeStartedAfter(started, timeout)) {
       Log(TIER_LOG_WARN, "no scrape of /metrics within --wait-for-scrape; replaying anyway");
     }
   }

@@ -9,31 +9,47 @@
 
 namespace tier {
 
-// Collected after the registry on every /metrics request (the exposer collects in registration
-// order), so a count here means the registry's series have been served. Adds no series.
-class MetricsServer::ScrapeCounter : public prometheus::Collectable {
+// Counts /metrics requests on both sides of the registry: the exposer collects its collectables in
+// registration order, and `Marker(true)` is registered before the registry, `Marker(false)` after.
+// Adds no series.
+class MetricsServer::ScrapeCounter {
  public:
-  std::vector<prometheus::MetricFamily> Collect() const override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++count_;
+  class Marker : public prometheus::Collectable {
+   public:
+    Marker(ScrapeCounter* counter, bool start) : counter_(counter), start_(start) {}
+    std::vector<prometheus::MetricFamily> Collect() const override {
+      {
+        std::lock_guard<std::mutex> lock(counter_->mutex_);
+        ++(start_ ? counter_->started_ : counter_->ended_);
+      }
+      counter_->changed_.notify_all();
+      return {};
     }
-    changed_.notify_all();
-    return {};
-  }
-  uint64_t count() const {
+
+   private:
+    ScrapeCounter* counter_;
+    bool start_;
+  };
+
+  uint64_t started() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return count_;
+    return started_;
   }
-  bool WaitAbove(uint64_t seen, std::chrono::milliseconds timeout) const {
+  // At most `started` scrapes began before the caller read it, so once `started + 1` have ended,
+  // at least one of them began afterwards and collected the whole registry as it is now.
+  bool WaitForOneStartedAfter(uint64_t started, std::chrono::milliseconds timeout) const {
     std::unique_lock<std::mutex> lock(mutex_);
-    return changed_.wait_for(lock, timeout, [&] { return count_ > seen; });
+    return changed_.wait_for(lock, timeout, [&] { return ended_ >= started + 1; });
   }
+
+  std::shared_ptr<Marker> start_marker = std::make_shared<Marker>(this, true);
+  std::shared_ptr<Marker> end_marker = std::make_shared<Marker>(this, false);
 
  private:
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
-  mutable uint64_t count_ = 0;  // guarded by mutex_
+  uint64_t started_ = 0;  // guarded by mutex_
+  uint64_t ended_ = 0;    // guarded by mutex_
 };
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& host_port,
@@ -47,9 +63,10 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& h
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   try {
     server->exposer_ = std::make_unique<prometheus::Exposer>(host_port, 2);
+    server->scrape_counter_ = std::make_unique<ScrapeCounter>();
+    server->exposer_->RegisterCollectable(server->scrape_counter_->start_marker);
     server->exposer_->RegisterCollectable(registry.registry());
-    server->scrape_counter_ = std::make_shared<ScrapeCounter>();
-    server->exposer_->RegisterCollectable(server->scrape_counter_);
+    server->exposer_->RegisterCollectable(server->scrape_counter_->end_marker);
     const auto ports = server->exposer_->GetListeningPorts();
     server->port_ = ports.empty() ? 0 : ports.front();
   } catch (const std::exception& e) {
@@ -60,10 +77,11 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& h
 
 MetricsServer::~MetricsServer() = default;
 
-uint64_t MetricsServer::scrapes() const { return scrape_counter_->count(); }
+uint64_t MetricsServer::scrapes_started() const { return scrape_counter_->started(); }
 
-bool MetricsServer::WaitForScrapeAfter(uint64_t seen, std::chrono::milliseconds timeout) const {
-  return scrape_counter_->WaitAbove(seen, timeout);
+bool MetricsServer::WaitForScrapeStartedAfter(uint64_t started,
+                                              std::chrono::milliseconds timeout) const {
+  return scrape_counter_->WaitForOneStartedAfter(started, timeout);
 }
 
 }  // namespace tier

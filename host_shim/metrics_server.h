@@ -24,15 +24,16 @@ class MetricsServer {
   ~MetricsServer();
   // The bound port (useful with port 0).
   int port() const { return port_; }
-  // Completed collections of the registry by /metrics requests so far.
-  uint64_t scrapes() const;
-  // Waits until scrapes() exceeds `seen` or `timeout` passes; true when it did. Any thread.
-  bool WaitForScrapeAfter(uint64_t seen, std::chrono::milliseconds timeout) const;
+  // /metrics requests that have begun collecting the registry so far. Any thread.
+  uint64_t scrapes_started() const;
+  // Waits until a /metrics request that began after scrapes_started() returned `started` has
+  // served the whole registry, or `timeout` passes; true when one did. Any thread.
+  bool WaitForScrapeStartedAfter(uint64_t started, std::chrono::milliseconds timeout) const;
 
  private:
   class ScrapeCounter;
   MetricsServer() = default;
-  std::shared_ptr<ScrapeCounter> scrape_counter_;  // registered after the registry
+  std::unique_ptr<ScrapeCounter> scrape_counter_;  // outlives exposer_ (destroyed after it)
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;
 };
