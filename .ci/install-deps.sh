@@ -7,6 +7,7 @@ packages=(
   liburing-dev libzstd-dev libxxhash-dev           # disk provider: io_uring, zstd, xxh3
   prometheus-cpp-dev nlohmann-json3-dev libcli11-dev  # host: metrics, JSON, command line
   libgtest-dev libbenchmark-dev                    # tests and microbenchmarks
+  prometheus                                       # tests/observability: prometheus, promtool (own loopback ports; the packaged service is not used)
 )
 missing=()
 for p in "${packages[@]}"; do
