@@ -316,6 +316,8 @@ typedef struct tier_host_services {
 /* The provider table                                                                              */
 /* ---------------------------------------------------------------------------------------------- */
 
+/* The first four fields (struct_size, abi_major, abi_minor, reserved) keep this layout in every
+ * major version, so a host can always name the version of a provider it refuses. */
 typedef struct tier_provider {
   uint32_t struct_size; /* sizeof(tier_provider) as the provider was compiled */
   uint32_t abi_major;   /* TIER_ABI_VERSION_MAJOR the provider was compiled against */
@@ -400,7 +402,8 @@ typedef struct tier_provider {
   ((size_t)(out)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
 
 /* The entry point. The host passes its version and services; on TIER_OK `*provider_out` points at
- * the provider's static table. TIER_UNSUPPORTED when the host's major differs. Cheap and
+ * the provider's static table. TIER_UNSUPPORTED when the host's major differs (the provider should
+ * still set `*provider_out` so the host can name both versions in its error). Cheap and
  * stateless: the host may call it more than once (instances get their services from open). Any
  * thread. */
 typedef tier_status (*tier_provider_entry_fn)(uint32_t host_abi_major, uint32_t host_abi_minor,

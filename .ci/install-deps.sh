@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages the build and the tests need, when missing. As root it runs
+# apt-get; otherwise it prints the exact command to run and fails.
+set -euo pipefail
+packages=(
+  cmake ninja-build g++ pkg-config binutils        # toolchain (nm checks plugin exports)
+  liburing-dev libzstd-dev libxxhash-dev           # disk provider: io_uring, zstd, xxh3
+  prometheus-cpp-dev nlohmann-json3-dev libcli11-dev  # host: metrics, JSON, command line
+  libgtest-dev libbenchmark-dev                    # tests and microbenchmarks
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing Debian packages; run: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

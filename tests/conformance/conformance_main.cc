@@ -1,0 +1,87 @@
+// tier-conformance: runs the AbiConformance suite against any tier provider.
+//
+//   tier-conformance --tier-plugin PATH [--tier-opt KEY=VALUE ...] [--expect auto|absent|full]
+//                    [--namespace NS] [--tier-plugin PATH2 ...] [gtest flags]
+//
+// Options after a --tier-plugin belong to it. "{tmpdir}" in an option value is replaced by a
+// fresh directory for each test. Test names end in the provider's name: .../null, .../disk.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "conformance_target.h"
+#include "host_services.h"
+#include "metrics_registry.h"
+#include "plugin_loader.h"
+
+namespace tier::conformance {
+
+std::vector<Target>& Targets() {
+  static std::vector<Target> targets;
+  return targets;
+}
+
+namespace {
+
+int Usage(const char* message) {
+  std::fprintf(stderr,
+               "tier-conformance: %s\nusage: tier-conformance --tier-plugin PATH [--tier-opt "
+               "KEY=VALUE ...] [--expect auto|absent|full] [--namespace NS] [gtest flags]\n",
+               message);
+  return 2;
+}
+
+}  // namespace
+}  // namespace tier::conformance
+
+int main(int argc, char** argv) {
+  using tier::conformance::Expectation;
+  using tier::conformance::Target;
+  auto& targets = tier::conformance::Targets();
+  std::vector<char*> gtest_args{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--tier-plugin" && has_value) {
+      targets.push_back(Target{});
+      targets.back().path = tier::ResolvePluginPath(argv[++i]);
+    } else if ((arg == "--tier-opt" || arg == "--expect" || arg == "--namespace") && has_value) {
+      if (targets.empty()) return tier::conformance::Usage((arg + " before --tier-plugin").c_str());
+      const std::string value = argv[++i];
+      if (arg == "--tier-opt") {
+        targets.back().options.push_back(value);
+      } else if (arg == "--namespace") {
+        targets.back().namespace_id = value;
+      } else if (value == "auto" || value == "absent" || value == "full") {
+        targets.back().expectation = value == "auto"     ? Expectation::kAuto
+                                     : value == "absent" ? Expectation::kAbsent
+                                                         : Expectation::kFull;
+      } else {
+        return tier::conformance::Usage(("--expect '" + value + "'").c_str());
+      }
+    } else if (arg.rfind("--tier-", 0) == 0 || arg == "--expect" || arg == "--namespace") {
+      return tier::conformance::Usage(("bad or incomplete option " + arg).c_str());
+    } else {
+      gtest_args.push_back(argv[i]);
+    }
+  }
+  if (targets.empty()) return tier::conformance::Usage("no --tier-plugin given");
+  // Name each target after its provider table, so tests read AbiConformance.X/disk.
+  tier::MetricsRegistry metrics;
+  tier::HostServices host(&metrics);
+  for (Target& target : targets) {
+    auto library = tier::PluginLibrary::Load(target.path, host.table());
+    if (!library.ok()) {
+      std::fprintf(stderr, "tier-conformance: %s\n", library.status().message().c_str());
+      return 2;
+    }
+    target.name = library.value()->name();
+  }
+  int gtest_argc = static_cast<int>(gtest_args.size());
+  gtest_args.push_back(nullptr);
+  ::testing::InitGoogleTest(&gtest_argc, gtest_args.data());
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,22 @@
+// conformance_target.h -- which provider the AbiConformance suite runs against (set from the
+// command line by conformance_main.cc before the tests are instantiated).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tier::conformance {
+
+enum class Expectation { kAuto, kAbsent, kFull };
+
+struct Target {
+  std::string name;                  // the provider table's name: the test-name suffix
+  std::string path;                  // the shared object
+  std::vector<std::string> options;  // KEY=VALUE; "{tmpdir}" becomes a fresh directory per test
+  std::string namespace_id = "conformance";
+  Expectation expectation = Expectation::kAuto;  // kAuto: absent when capacity is 0
+};
+
+std::vector<Target>& Targets();
+
+}  // namespace tier::conformance

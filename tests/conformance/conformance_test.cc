@@ -1,0 +1,542 @@
+// conformance_test.cc -- AbiConformance: what every tier provider must do, run against any plugin
+// (tier-conformance --tier-plugin PATH ...). A provider with capacity 0 (an absent tier) is held to
+// the absent-tier expectations: decline every store cleanly, find nothing, never call back.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "checkpoint_bytes.h"
+#include "conformance_fixture.h"
+
+namespace tier::conformance {
+namespace {
+
+#define SKIP_IF_ABSENT()                                        \
+  if (absent())                                                 \
+  GTEST_SKIP() << GetParam().name                               \
+               << " is an absent tier (capacity 0): it stores " \
+                  "nothing, so there is nothing to read back"
+
+TEST_P(AbiConformance, InfoDescribesTheProvider) {
+  tier_info info{};
+  info.struct_size = sizeof(info);
+  tier_error error{};
+  ASSERT_EQ(table()->info(instance(), &info, &error), TIER_OK) << error.message;
+  ASSERT_NE(info.name, nullptr);
+  EXPECT_STREQ(info.name, table()->name);
+  ASSERT_NE(info.version, nullptr);
+  ASSERT_NE(info.io_path, nullptr);
+  EXPECT_GE(info.buffer_alignment, 1u);
+  EXPECT_EQ(info.buffer_alignment & (info.buffer_alignment - 1), 0u) << "a power of two";
+  if (absent()) {
+    EXPECT_EQ(Stats().capacity_bytes, 0u);
+  } else {
+    EXPECT_GT(info.max_inflight_ops, 0u);
+  }
+}
+
+TEST_P(AbiConformance, OutStructuresHonourStructSize) {
+  // A caller compiled against an older, shorter struct: nothing past struct_size may be written.
+  struct Guarded {
+    tier_stats stats;
+    unsigned char guard[64];
+  } guarded;
+  std::memset(&guarded, 0xAB, sizeof(guarded));
+  guarded.stats.struct_size = offsetof(tier_stats, used_bytes);
+  ASSERT_EQ(table()->stats(instance(), &guarded.stats, nullptr), TIER_OK);
+  const auto* tail =
+      reinterpret_cast<const unsigned char*>(&guarded.stats) + offsetof(tier_stats, used_bytes);
+  for (size_t i = 0; i < sizeof(guarded) - offsetof(tier_stats, used_bytes); ++i) {
+    ASSERT_EQ(tail[i], 0xAB) << "byte " << i << " past struct_size was written";
+  }
+  tier_info info;
+  std::memset(&info, 0xCD, sizeof(info));
+  info.struct_size = offsetof(tier_info, io_path);
+  ASSERT_EQ(table()->info(instance(), &info, nullptr), TIER_OK);
+  const auto* info_tail =
+      reinterpret_cast<const unsigned char*>(&info) + offsetof(tier_info, io_path);
+  for (size_t i = 0; i < sizeof(info) - offsetof(tier_info, io_path); ++i) {
+    ASSERT_EQ(info_tail[i], 0xCD) << "tier_info byte " << i << " past struct_size was written";
+  }
+}
+
+TEST_P(AbiConformance, MultiSegmentCheckpointRoundTripsByteForByte) {
+  TestCheckpoint checkpoint = MakeCheckpoint("round-trip");
+  const tier_status spilled = Spill(checkpoint);
+  if (absent()) {
+    EXPECT_EQ(spilled, TIER_NO_SPACE);
+    EXPECT_EQ(Restore(checkpoint), TIER_NOT_FOUND);
+    return;
+  }
+  ASSERT_EQ(spilled, TIER_OK);
+  tier_stat_result stat{};
+  stat.struct_size = sizeof(stat);
+  std::vector<tier_segment_info> table_out(16);
+  ASSERT_EQ(table()->stat(instance(), &checkpoint.key, &stat, table_out.data(),
+                          static_cast<uint32_t>(table_out.size()), nullptr),
+            TIER_OK);
+  ASSERT_EQ(stat.segment_count, checkpoint.layout.size());
+  EXPECT_EQ(stat.logical_bytes, checkpoint.logical_bytes());
+  EXPECT_GT(stat.stored_bytes, 0u);
+  for (const auto& want : checkpoint.layout) {
+    const bool found = std::any_of(table_out.begin(), table_out.begin() + stat.segment_count,
+                                   [&](const tier_segment_info& got) {
+                                     return got.kind == want.kind && got.index == want.index &&
+                                            got.length_bytes == want.length_bytes;
+                                   });
+    EXPECT_TRUE(found) << "segment kind " << want.kind << " index " << want.index;
+  }
+  ASSERT_EQ(Restore(checkpoint), TIER_OK);
+  EXPECT_TRUE(checkpoint.Matches()) << "restored bytes differ from spilled bytes";
+}
+
+TEST_P(AbiConformance, UnknownKeyIsNotFound) {
+  TestCheckpoint checkpoint = MakeCheckpoint("never-stored", 4096);
+  tier_stat_result stat{};
+  stat.struct_size = sizeof(stat);
+  EXPECT_EQ(table()->stat(instance(), &checkpoint.key, &stat, nullptr, 0, nullptr), TIER_NOT_FOUND);
+  EXPECT_EQ(Restore(checkpoint), TIER_NOT_FOUND);
+  tier_error error{};
+  EXPECT_EQ(table()->remove(instance(), &checkpoint.key, &error), TIER_NOT_FOUND);
+}
+
+TEST_P(AbiConformance, KeysDifferingInOneByteAreDifferentCheckpoints) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint("exact-identity", 4096);
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  for (size_t byte : {size_t{0}, size_t{15}, size_t{TIER_KEY_BYTES - 1}}) {
+    tier_key other = checkpoint.key;
+    other.bytes[byte] ^= 0x01;
+    tier_stat_result stat{};
+    stat.struct_size = sizeof(stat);
+    EXPECT_EQ(table()->stat(instance(), &other, &stat, nullptr, 0, nullptr), TIER_NOT_FOUND)
+        << "a key differing in byte " << byte << " was treated as a hit";
+  }
+}
+
+TEST_P(AbiConformance, SpillOfAnExistingKeyIsAlreadyExists) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint("duplicate", 4096);
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  EXPECT_EQ(Spill(checkpoint), TIER_ALREADY_EXISTS);
+  EXPECT_EQ(Restore(checkpoint), TIER_OK) << "the first copy is untouched";
+  EXPECT_TRUE(checkpoint.Matches());
+}
+
+TEST_P(AbiConformance, ConcurrentSpillsOfOneKeyStoreItOnce) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint("racing-duplicate", 1 << 20);
+  auto segments = checkpoint.Segments();
+  OpRecord first, second;
+  tier_error error{};
+  ASSERT_EQ(
+      table()->spill(instance(), &checkpoint.key, segments.data(),
+                     static_cast<uint32_t>(segments.size()), OpRecord::Callback, &first, &error),
+      TIER_OK)
+      << error.message;
+  const tier_status again =
+      table()->spill(instance(), &checkpoint.key, segments.data(),
+                     static_cast<uint32_t>(segments.size()), OpRecord::Callback, &second, &error);
+  ASSERT_TRUE(first.Wait());
+  if (again == TIER_OK) {
+    ASSERT_TRUE(second.Wait());
+    EXPECT_EQ(second.status, TIER_ALREADY_EXISTS) << "second spill of one key must not succeed";
+  } else {
+    EXPECT_EQ(again, TIER_ALREADY_EXISTS);
+    EXPECT_EQ(second.calls.load(), 0);
+  }
+  EXPECT_EQ(first.status, TIER_OK);
+  EXPECT_EQ(Stats().entries, 1u);
+}
+
+TEST_P(AbiConformance, RemoveMakesTheKeyNotFound) {
+  TestCheckpoint checkpoint = MakeCheckpoint("remove", 4096);
+  if (absent()) {
+    EXPECT_EQ(table()->remove(instance(), &checkpoint.key, nullptr), TIER_NOT_FOUND);
+    return;
+  }
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  tier_error error{};
+  ASSERT_EQ(table()->remove(instance(), &checkpoint.key, &error), TIER_OK) << error.message;
+  tier_stat_result stat{};
+  stat.struct_size = sizeof(stat);
+  EXPECT_EQ(table()->stat(instance(), &checkpoint.key, &stat, nullptr, 0, nullptr), TIER_NOT_FOUND);
+  EXPECT_EQ(Restore(checkpoint), TIER_NOT_FOUND);
+  EXPECT_EQ(table()->remove(instance(), &checkpoint.key, nullptr), TIER_NOT_FOUND);
+  EXPECT_EQ(Spill(checkpoint), TIER_OK) << "a removed key can be stored again";
+}
+
+TEST_P(AbiConformance, EveryCompletionRunsExactlyOnce) {
+  constexpr int kOps = 24;
+  std::vector<TestCheckpoint> checkpoints;
+  for (int i = 0; i < kOps; ++i)
+    checkpoints.push_back(MakeCheckpoint("once-" + std::to_string(i), 32768));
+  std::vector<OpRecord> spills(kOps);
+  std::vector<tier_status> accepted(kOps);
+  std::vector<std::vector<tier_segment>> segments(kOps);
+  // Submit from several threads at once.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kOps; i += 4) {
+        segments[i] = checkpoints[i].Segments();
+        accepted[i] = table()->spill(instance(), &checkpoints[i].key, segments[i].data(),
+                                     static_cast<uint32_t>(segments[i].size()), OpRecord::Callback,
+                                     &spills[i], nullptr);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int i = 0; i < kOps; ++i) {
+    if (accepted[i] == TIER_OK) {
+      ASSERT_TRUE(spills[i].Wait()) << i;
+    }
+  }
+  Close();  // after close returns, no callback may run again
+  for (int i = 0; i < kOps; ++i) {
+    if (accepted[i] == TIER_OK) {
+      EXPECT_EQ(spills[i].calls.load(), 1) << "op " << i;
+      EXPECT_TRUE(spills[i].status == TIER_OK || spills[i].status == TIER_BUSY ||
+                  spills[i].status == TIER_NO_SPACE)
+          << tier_status_name(spills[i].status);
+    } else {
+      EXPECT_EQ(spills[i].calls.load(), 0) << "refused op " << i << " called back";
+      if (absent()) {
+        EXPECT_EQ(accepted[i], TIER_NO_SPACE);
+      }
+    }
+  }
+}
+
+TEST_P(AbiConformance, CloseWithOperationsInFlightCompletesEachOnce) {
+  constexpr int kOps = 8;
+  std::vector<TestCheckpoint> checkpoints;
+  for (int i = 0; i < kOps; ++i) {
+    checkpoints.push_back(MakeCheckpoint("close-inflight-" + std::to_string(i), 2 << 20));
+  }
+  std::vector<OpRecord> records(kOps);
+  std::vector<tier_status> accepted(kOps);
+  std::vector<std::vector<tier_segment>> segments(kOps);
+  for (int i = 0; i < kOps; ++i) {
+    segments[i] = checkpoints[i].Segments();
+    accepted[i] = table()->spill(instance(), &checkpoints[i].key, segments[i].data(),
+                                 static_cast<uint32_t>(segments[i].size()), OpRecord::Callback,
+                                 &records[i], nullptr);
+  }
+  Close();  // must cancel or finish, and wait for, every accepted operation
+  std::vector<int> stored;
+  for (int i = 0; i < kOps; ++i) {
+    if (accepted[i] != TIER_OK) {
+      EXPECT_EQ(records[i].calls.load(), 0);
+      continue;
+    }
+    ASSERT_EQ(records[i].calls.load(), 1) << "op " << i << " not completed when close returned";
+    EXPECT_TRUE(records[i].status == TIER_OK || records[i].status == TIER_CANCELLED)
+        << tier_status_name(records[i].status) << ": " << records[i].message;
+    if (records[i].status == TIER_OK) stored.push_back(i);
+  }
+  if (!persistent()) return;
+  Open();
+  ASSERT_NE(instance(), nullptr);
+  const auto keys = EnumerateKeys();
+  EXPECT_EQ(keys.size(), stored.size()) << "only completed spills are visible after reopen";
+  for (int i : stored) {
+    ASSERT_EQ(Restore(checkpoints[i]), TIER_OK) << i;
+    EXPECT_TRUE(checkpoints[i].Matches()) << i;
+  }
+}
+
+TEST_P(AbiConformance, EnumerateListsExactlyWhatIsStored) {
+  if (absent()) {
+    EXPECT_TRUE(EnumerateKeys().empty());
+    return;
+  }
+  std::vector<TestCheckpoint> checkpoints;
+  for (int i = 0; i < 3; ++i) {
+    checkpoints.push_back(MakeCheckpoint("enumerate-" + std::to_string(i), 8192));
+    ASSERT_EQ(Spill(checkpoints.back()), TIER_OK);
+  }
+  ASSERT_EQ(table()->remove(instance(), &checkpoints[1].key, nullptr), TIER_OK);
+  struct Seen {
+    std::vector<TestCheckpoint>* checkpoints;
+    std::vector<int> matched;
+    int manifest_ok = 0;
+  } seen{&checkpoints, {}, 0};
+  ASSERT_EQ(table()->enumerate(
+                instance(),
+                [](void* user, const tier_entry* entry) -> int32_t {
+                  auto* s = static_cast<Seen*>(user);
+                  for (size_t i = 0; i < s->checkpoints->size(); ++i) {
+                    const TestCheckpoint& c = (*s->checkpoints)[i];
+                    if (!SameKey(c.key, entry->key)) continue;
+                    s->matched.push_back(static_cast<int>(i));
+                    if (entry->segment_count == c.layout.size() &&
+                        entry->logical_bytes == c.logical_bytes() && entry->manifest != nullptr &&
+                        entry->manifest_bytes == 300 &&
+                        SegmentBytesMatch(c.key, TIER_SEGMENT_MANIFEST, 0,
+                                          {static_cast<const std::byte*>(entry->manifest), 300})) {
+                      ++s->manifest_ok;
+                    }
+                  }
+                  return 0;
+                },
+                &seen, nullptr),
+            TIER_OK);
+  std::sort(seen.matched.begin(), seen.matched.end());
+  EXPECT_EQ(seen.matched, (std::vector<int>{0, 2}));
+  EXPECT_EQ(seen.manifest_ok, 2) << "enumerate returns each entry's manifest and segment table";
+  // Returning non-zero stops the walk.
+  int calls = 0;
+  table()->enumerate(
+      instance(),
+      [](void* user, const tier_entry*) -> int32_t { return ++*static_cast<int*>(user); }, &calls,
+      nullptr);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_P(AbiConformance, StatsTrackUsage) {
+  const tier_stats before = Stats();
+  EXPECT_LE(before.used_bytes, before.capacity_bytes);
+  TestCheckpoint checkpoint = MakeCheckpoint("stats", 65536);
+  OpRecord record;
+  auto segments = checkpoint.Segments();
+  const tier_status accepted =
+      table()->spill(instance(), &checkpoint.key, segments.data(),
+                     static_cast<uint32_t>(segments.size()), OpRecord::Callback, &record, nullptr);
+  if (absent()) {
+    EXPECT_EQ(accepted, TIER_NO_SPACE);
+    EXPECT_EQ(Stats().used_bytes, 0u);
+    EXPECT_EQ(Stats().entries, 0u);
+    return;
+  }
+  ASSERT_EQ(accepted, TIER_OK);
+  ASSERT_TRUE(record.Wait());
+  ASSERT_EQ(record.status, TIER_OK);
+  const tier_stats after = Stats();
+  EXPECT_EQ(after.entries, before.entries + 1);
+  EXPECT_EQ(after.used_bytes, before.used_bytes + record.stored_bytes)
+      << "used bytes grow by exactly what the completion reported as stored";
+  EXPECT_EQ(after.capacity_bytes, before.capacity_bytes);
+  EXPECT_EQ(after.inflight_ops, 0u);
+  ASSERT_EQ(table()->remove(instance(), &checkpoint.key, nullptr), TIER_OK);
+  const tier_stats removed = Stats();
+  EXPECT_EQ(removed.entries, before.entries);
+  EXPECT_EQ(removed.used_bytes, before.used_bytes);
+}
+
+TEST_P(AbiConformance, PlanRestoreWeighsCostAgainstPrefill) {
+  TestCheckpoint checkpoint = MakeCheckpoint("plan", 65536);
+  tier_plan plan{};
+  plan.struct_size = sizeof(plan);
+  ASSERT_EQ(table()->plan_restore(instance(), &checkpoint.key, 1000000000ull, &plan, nullptr),
+            TIER_OK);
+  EXPECT_EQ(plan.decision, TIER_DECISION_SKIP_TO_ROOT);
+  EXPECT_EQ(plan.reason, TIER_REASON_MISS);
+  if (absent()) return;
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  ASSERT_EQ(
+      table()->plan_restore(instance(), &checkpoint.key, 3600ull * 1000000000ull, &plan, nullptr),
+      TIER_OK);
+  EXPECT_EQ(plan.decision, TIER_DECISION_RESTORE) << "an hour of prefill is never cheaper";
+  EXPECT_EQ(plan.reason, TIER_REASON_CHEAPER);
+  EXPECT_GT(plan.estimated_restore_ns, 0u);
+  EXPECT_GT(plan.stored_bytes, 0u);
+  ASSERT_EQ(table()->plan_restore(instance(), &checkpoint.key, 0, &plan, nullptr), TIER_OK);
+  EXPECT_EQ(plan.decision, TIER_DECISION_SKIP_TO_ROOT) << "a free prefill always wins";
+  EXPECT_EQ(plan.reason, TIER_REASON_COST);
+}
+
+TEST_P(AbiConformance, BadArgumentsGetInvalidArgumentAndNoCallback) {
+  TestCheckpoint checkpoint = MakeCheckpoint("bad-args", 4096);
+  auto good = checkpoint.Segments();
+  const auto n = static_cast<uint32_t>(good.size());
+  OpRecord record;
+  tier_error error{};
+  auto expect_invalid = [&](tier_status got, const char* what) {
+    EXPECT_EQ(got, TIER_INVALID_ARGUMENT) << what << ": got " << tier_status_name(got);
+    EXPECT_NE(error.message[0], '\0') << what << ": a refusal says why";
+    error.message[0] = '\0';
+  };
+  expect_invalid(
+      table()->spill(instance(), nullptr, good.data(), n, OpRecord::Callback, &record, &error),
+      "NULL key");
+  expect_invalid(
+      table()->spill(instance(), &checkpoint.key, nullptr, n, OpRecord::Callback, &record, &error),
+      "NULL segments");
+  expect_invalid(table()->spill(instance(), &checkpoint.key, good.data(), 0, OpRecord::Callback,
+                                &record, &error),
+                 "zero segments");
+  expect_invalid(
+      table()->spill(instance(), &checkpoint.key, good.data(), n, nullptr, &record, &error),
+      "NULL callback");
+  auto unknown = good;
+  unknown[0].kind = 99;
+  expect_invalid(table()->spill(instance(), &checkpoint.key, unknown.data(), n, OpRecord::Callback,
+                                &record, &error),
+                 "unknown kind");
+  auto duplicate = good;
+  duplicate[1].kind = duplicate[0].kind;
+  duplicate[1].index = duplicate[0].index;
+  expect_invalid(table()->spill(instance(), &checkpoint.key, duplicate.data(), n,
+                                OpRecord::Callback, &record, &error),
+                 "duplicate (kind, index)");
+  auto no_data = good;
+  no_data[0].data = nullptr;
+  expect_invalid(table()->spill(instance(), &checkpoint.key, no_data.data(), n, OpRecord::Callback,
+                                &record, &error),
+                 "NULL data");
+  expect_invalid(
+      table()->restore(instance(), nullptr, good.data(), n, OpRecord::Callback, &record, &error),
+      "restore NULL key");
+  expect_invalid(
+      table()->restore(instance(), &checkpoint.key, good.data(), n, nullptr, &record, &error),
+      "restore NULL callback");
+  expect_invalid(table()->stat(instance(), &checkpoint.key, nullptr, nullptr, 0, &error),
+                 "stat NULL out");
+  expect_invalid(table()->stats(instance(), nullptr, &error), "stats NULL out");
+  expect_invalid(table()->info(instance(), nullptr, &error), "info NULL out");
+  expect_invalid(table()->enumerate(instance(), nullptr, nullptr, &error), "enumerate NULL fn");
+  expect_invalid(table()->plan_restore(instance(), &checkpoint.key, 0, nullptr, &error),
+                 "plan NULL out");
+  expect_invalid(table()->remove(instance(), nullptr, &error), "remove NULL key");
+  tier_error open_error{};
+  EXPECT_EQ(TryOpen("", nullptr, &open_error), TIER_INVALID_ARGUMENT) << "open NULL out";
+  EXPECT_EQ(record.calls.load(), 0) << "no refused call may complete";
+  EXPECT_EQ(Stats().entries, 0u) << "nothing was stored";
+}
+
+TEST_P(AbiConformance, RestoreNeedsTheExactSegmentTable) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint("restore-table", 8192);
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  auto check_refused = [&](std::vector<tier_segment> segments, const char* what) {
+    OpRecord record;
+    tier_error error{};
+    const tier_status got = table()->restore(instance(), &checkpoint.key, segments.data(),
+                                             static_cast<uint32_t>(segments.size()),
+                                             OpRecord::Callback, &record, &error);
+    if (got == TIER_OK) {
+      ASSERT_TRUE(record.Wait());
+      EXPECT_EQ(record.status, TIER_INVALID_ARGUMENT) << what;
+    } else {
+      EXPECT_EQ(got, TIER_INVALID_ARGUMENT) << what;
+      EXPECT_EQ(record.calls.load(), 0);
+    }
+  };
+  auto too_small = checkpoint.EmptySegments();
+  too_small[0].length_bytes -= 1;
+  check_refused(too_small, "a buffer one byte too small");
+  auto missing = checkpoint.EmptySegments();
+  missing.pop_back();
+  check_refused(missing, "one segment missing (a partial restore)");
+  auto extra = checkpoint.EmptySegments();
+  std::vector<std::byte> spare(16);
+  extra.push_back({TIER_SEGMENT_OTHER, 999, spare.size(), spare.data()});
+  check_refused(extra, "one segment too many");
+  ASSERT_EQ(Restore(checkpoint), TIER_OK) << "the entry survives refused restores";
+  EXPECT_TRUE(checkpoint.Matches());
+}
+
+TEST_P(AbiConformance, ZeroLengthSegmentsRoundTrip) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint(
+      "zero-length", {{TIER_SEGMENT_MAIN_KV, 0, 4096}, {TIER_SEGMENT_HIDDEN_STATE, 0, 0}});
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  ASSERT_EQ(Restore(checkpoint), TIER_OK);
+  EXPECT_TRUE(checkpoint.Matches());
+}
+
+TEST_P(AbiConformance, OversizedCheckpointIsNoSpace) {
+  const tier_stats stats = Stats();
+  // Mapped but never touched: a provider must refuse before reading a byte.
+  const uint64_t length = stats.capacity_bytes + (1u << 20);
+  void* region =
+      ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(region, MAP_FAILED);
+  tier_key key = KeyFromText("conformance:oversized");
+  tier_segment segment{TIER_SEGMENT_MAIN_KV, 0, length, region};
+  OpRecord record;
+  tier_error error{};
+  const tier_status got =
+      table()->spill(instance(), &key, &segment, 1, OpRecord::Callback, &record, &error);
+  if (got == TIER_OK) {
+    ASSERT_TRUE(record.Wait());
+    EXPECT_EQ(record.status, TIER_NO_SPACE);
+  } else {
+    EXPECT_EQ(got, TIER_NO_SPACE) << error.message;
+  }
+  ::munmap(region, length);
+  EXPECT_EQ(Stats().used_bytes, stats.used_bytes) << "a refused spill uses nothing";
+}
+
+TEST_P(AbiConformance, RemoveDuringRestoreDoesNotBreakTheRestore) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint("remove-during-restore", 8 << 20);
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  auto segments = checkpoint.EmptySegments();
+  OpRecord record;
+  tier_error error{};
+  ASSERT_EQ(
+      table()->restore(instance(), &checkpoint.key, segments.data(),
+                       static_cast<uint32_t>(segments.size()), OpRecord::Callback, &record, &error),
+      TIER_OK)
+      << error.message;
+  const tier_status removed = table()->remove(instance(), &checkpoint.key, &error);
+  EXPECT_TRUE(removed == TIER_OK || removed == TIER_BUSY) << tier_status_name(removed);
+  ASSERT_TRUE(record.Wait());
+  EXPECT_EQ(record.status, TIER_OK) << record.message;
+  EXPECT_TRUE(checkpoint.Matches()) << "the restore accepted before the remove reads it whole";
+  if (removed == TIER_OK) {
+    tier_stat_result stat{};
+    stat.struct_size = sizeof(stat);
+    EXPECT_EQ(table()->stat(instance(), &checkpoint.key, &stat, nullptr, 0, nullptr),
+              TIER_NOT_FOUND);
+  }
+}
+
+TEST_P(AbiConformance, PersistentCheckpointsSurviveReopen) {
+  SKIP_IF_ABSENT();
+  if (!persistent()) GTEST_SKIP() << GetParam().name << " does not claim TIER_CAP_PERSISTENT";
+  TestCheckpoint checkpoint = MakeCheckpoint("reopen", 1 << 20);
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  Close();
+  Open();
+  ASSERT_NE(instance(), nullptr);
+  const auto keys = EnumerateKeys();
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_TRUE(SameKey(keys[0], checkpoint.key));
+  ASSERT_EQ(Restore(checkpoint), TIER_OK);
+  EXPECT_TRUE(checkpoint.Matches());
+}
+
+TEST_P(AbiConformance, AnotherNamespaceIsNeverServed) {
+  SKIP_IF_ABSENT();
+  if (!persistent()) GTEST_SKIP() << GetParam().name << " does not claim TIER_CAP_PERSISTENT";
+  TestCheckpoint checkpoint = MakeCheckpoint("namespace", 8192);
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  Open("conformance-other-model");
+  ASSERT_NE(instance(), nullptr);
+  tier_stat_result stat{};
+  stat.struct_size = sizeof(stat);
+  EXPECT_EQ(table()->stat(instance(), &checkpoint.key, &stat, nullptr, 0, nullptr), TIER_NOT_FOUND);
+  EXPECT_EQ(Restore(checkpoint), TIER_NOT_FOUND);
+  EXPECT_TRUE(EnumerateKeys().empty());
+  Open();  // the original namespace still has it
+  ASSERT_EQ(Restore(checkpoint), TIER_OK);
+  EXPECT_TRUE(checkpoint.Matches());
+}
+
+std::string TargetName(const ::testing::TestParamInfo<Target>& info) {
+  std::string name = info.param.name;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Provider, AbiConformance, ::testing::ValuesIn(Targets()), TargetName);
+
+}  // namespace
+}  // namespace tier::conformance

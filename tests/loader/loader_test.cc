@@ -1,0 +1,158 @@
+// loader_test.cc -- PluginLoader: every way a plugin can fail to load gives one clear line naming
+// the path and the cause; minors that differ load in both directions.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "host_services.h"
+#include "metrics_registry.h"
+#include "plugin_loader.h"
+#include "provider_instance.h"
+#include "test_support.h"
+
+namespace tier {
+namespace {
+
+std::string Variant(const std::string& name) {
+  return std::string(TEST_PLUGIN_DIR) + "/libtier_testprov_" + name + ".so";
+}
+
+class PluginLoader : public ::testing::Test {
+ protected:
+  MetricsRegistry metrics_;
+  HostServices host_{&metrics_};
+
+  // Loads `path`, expects failure, and returns the message (checked to be one line naming path).
+  std::string LoadFailure(const std::string& path) {
+    auto library = PluginLibrary::Load(path, host_.table());
+    EXPECT_FALSE(library.ok()) << path << " loaded but should not";
+    const std::string message = library.status().message();
+    EXPECT_NE(message.find("'" + path + "'"), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+    return message;
+  }
+};
+
+TEST_F(PluginLoader, GoodPluginLoadsAndNegotiatesSameVersion) {
+  auto library = PluginLibrary::Load(Variant("good"), host_.table());
+  ASSERT_TRUE(library.ok()) << library.status().ToString();
+  EXPECT_STREQ(library.value()->name(), "test");
+  EXPECT_EQ(library.value()->AbiDescription(), "1.0 (host 1.0, plugin 1.0)");
+}
+
+TEST_F(PluginLoader, NoSuchFile) {
+  EXPECT_NE(LoadFailure("/no/such/plugin.so").find("no such file"), std::string::npos);
+}
+
+TEST_F(PluginLoader, DirectoryIsRefused) {
+  test::ScopedTempDir dir;
+  EXPECT_NE(LoadFailure(dir.path()).find("is a directory"), std::string::npos);
+}
+
+TEST_F(PluginLoader, NotASharedObject) {
+  test::ScopedTempDir dir;
+  const std::string path = dir.path() + "/fake.so";
+  std::ofstream(path) << "this is text, not ELF\n";
+  const std::string message = LoadFailure(path);
+  EXPECT_NE(message.find("not a shared object"), std::string::npos) << message;
+}
+
+TEST_F(PluginLoader, MissingEntrySymbol) {
+  const std::string message = LoadFailure(Variant("no_entry"));
+  EXPECT_NE(message.find("no entry symbol 'tier_provider_entry'"), std::string::npos) << message;
+}
+
+TEST_F(PluginLoader, WrongMajorNamesBothVersions) {
+  const std::string message = LoadFailure(Variant("wrong_major"));
+  EXPECT_NE(message.find("ABI major version mismatch: plugin 2.0, host 1.0"), std::string::npos)
+      << message;
+}
+
+TEST_F(PluginLoader, ShortTableIsRefused) {
+  const std::string message = LoadFailure(Variant("short_table"));
+  EXPECT_NE(message.find("provider table too short: 72 bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("at least 112"), std::string::npos) << message;
+}
+
+TEST_F(PluginLoader, NullRequiredSlotIsRefused) {
+  const std::string message = LoadFailure(Variant("null_slot"));
+  EXPECT_NE(message.find("misses required slot 'restore'"), std::string::npos) << message;
+}
+
+TEST_F(PluginLoader, NewerMinorPluginLoadsAndExtraSlotIsVisible) {
+  auto library = PluginLibrary::Load(Variant("minor_newer"), host_.table());
+  ASSERT_TRUE(library.ok()) << library.status().ToString();
+  EXPECT_EQ(library.value()->negotiated_abi_minor(), 0u);
+  EXPECT_EQ(library.value()->AbiDescription(), "1.0 (host 1.0, plugin 1.7)");
+  // The appended 1.7 slot lies inside the plugin's table; a 1.0 host simply never calls it.
+  EXPECT_TRUE(library.value()->HasSlot(sizeof(tier_provider), sizeof(void*)));
+  auto instance = ProviderInstance::Open(library.value(), host_.table(), "ns", {});
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  auto info = instance.value()->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_STREQ(info.value().name, "test");
+}
+
+TEST_F(PluginLoader, OlderMinorPluginWorksWithNewerHost) {
+  // A 1.3 host: its services table has a slot the 1.0 plugin does not know about.
+  struct HostServicesV1_3 {
+    tier_host_services v1_0;
+    void (*future_service)(void*);
+  } newer{};
+  newer.v1_0 = *host_.table();
+  newer.v1_0.struct_size = sizeof(newer);
+  newer.v1_0.abi_minor = 3;
+  newer.future_service = [](void*) {};
+  auto library = PluginLibrary::Load(Variant("minor_older"), &newer.v1_0, /*host_abi_minor=*/3);
+  ASSERT_TRUE(library.ok()) << library.status().ToString();
+  EXPECT_EQ(library.value()->AbiDescription(), "1.0 (host 1.3, plugin 1.0)");
+  // The host must not call slots beyond the older plugin's table.
+  EXPECT_FALSE(library.value()->HasSlot(sizeof(tier_provider), sizeof(void*)));
+  auto instance = ProviderInstance::Open(library.value(), &newer.v1_0, "ns", {});
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  auto info = instance.value()->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_STREQ(info.value().io_path, "host-abi=1.3 services=88")
+      << "the plugin saw the newer host's version and table size and still opened";
+}
+
+TEST_F(PluginLoader, NullProviderLoadsAndDeclinesCleanly) {
+  auto library = PluginLibrary::Load(NULL_PLUGIN, host_.table());
+  ASSERT_TRUE(library.ok()) << library.status().ToString();
+  EXPECT_STREQ(library.value()->name(), "null");
+  auto instance = ProviderInstance::Open(library.value(), host_.table(), "ns", {});
+  ASSERT_TRUE(instance.ok());
+  // The declines are counted in the shared metric families.
+  tier_key key{};
+  char byte = 1;
+  tier_segment segment{TIER_SEGMENT_MAIN_KV, 0, 1, &byte};
+  EXPECT_EQ(instance.value()->SpillAndWait(key, {&segment, 1}).status.code(), TIER_NO_SPACE);
+  const std::string text = metrics_.ExpositionText();
+  EXPECT_NE(text.find("tier_cold_spills_total{provider=\"null\",result=\"no_space\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tier_cold_capacity_bytes{provider=\"null\"} 0"), std::string::npos);
+}
+
+TEST_F(PluginLoader, NullProviderExportsOnlyItsEntryPoint) {
+  auto result = test::RunCommand({"/usr/bin/nm", "-D", "--defined-only", NULL_PLUGIN});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(test::CountLines(result.out), 1) << result.out;
+  EXPECT_NE(result.out.find(" T tier_provider_entry"), std::string::npos) << result.out;
+}
+
+TEST(PluginPath, ShortNamesResolveThroughTierPluginPath) {
+  EXPECT_EQ(ResolvePluginPath("./x.so"), "./x.so");
+  EXPECT_EQ(ResolvePluginPath("/abs/libtier_disk.so"), "/abs/libtier_disk.so");
+  ::setenv("TIER_PLUGIN_PATH", TEST_PLUGIN_DIR, 1);
+  EXPECT_EQ(ResolvePluginPath("testprov_good"), Variant("good"));
+  ::unsetenv("TIER_PLUGIN_PATH");
+  EXPECT_EQ(ResolvePluginPath("no_such_provider_name"), "no_such_provider_name");
+  // The build tree is searched last, so "null" resolves in a build without any environment.
+  EXPECT_NE(ResolvePluginPath("null").find("libtier_null.so"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tier

@@ -1,0 +1,39 @@
+// test_support.h -- small helpers shared by the test suites: temporary directories and running a
+// command with its output captured.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tier::test {
+
+// A fresh directory (mode 0700) removed recursively on destruction. Created under
+// $TIER_TEST_TMPDIR, else /var/tmp (a real disk, so O_DIRECT works), else /tmp.
+class ScopedTempDir {
+ public:
+  explicit ScopedTempDir(const std::string& prefix = "tier-test");
+  ~ScopedTempDir();
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Removes a directory tree (no-op when absent).
+void RemoveTree(const std::string& path);
+
+struct CommandResult {
+  int exit_code = -1;  // the exit status, or 128 + signal number
+  std::string out;     // stdout
+  std::string err;     // stderr
+};
+
+// Runs argv[0] with arguments (no shell), waits, and captures both streams.
+CommandResult RunCommand(const std::vector<std::string>& argv);
+
+// Number of non-empty lines in `text`.
+int CountLines(const std::string& text);
+
+}  // namespace tier::test
