@@ -194,6 +194,10 @@ struct CompressionCase {
   const char* data;
 };
 
+void PrintTo(const CompressionCase& c, std::ostream* os) {
+  *os << c.mode << "/" << c.data;
+}
+
 class DiskCompression : public ::testing::TestWithParam<CompressionCase> {};
 
 TEST_P(DiskCompression, RoundTripsAndReportsStoredBytes) {

@@ -74,9 +74,10 @@ void FaultyBackend::Fail(IoKind kind, int nth, int64_t result) {
   rules_.push_back({kind, (kind == IoKind::kRead ? reads_ : writes_) + nth, result});
 }
 
-void FaultyBackend::CloseGate() {
+void FaultyBackend::CloseGate(bool writes) {
   std::lock_guard lock(mu_);
   gate_closed_ = true;
+  gate_writes_ = writes;
 }
 
 void FaultyBackend::OpenGate() {
@@ -105,7 +106,7 @@ void FaultyBackend::Submit(const IoRequest& request) {
       return;
     }
   }
-  if (request.kind == IoKind::kRead && gate_closed_) {
+  if (gate_closed_ && (request.kind == IoKind::kRead || gate_writes_)) {
     held_.push_back(request);
     return;
   }

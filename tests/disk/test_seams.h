@@ -69,8 +69,8 @@ class FaultyBackend final : public IoBackend {
   // The nth (1-based, from now) request of `kind` completes with `result` without touching the
   // file (a negative errno, or a byte count smaller than asked for a short transfer).
   void Fail(IoKind kind, int nth, int64_t result);
-  // While closed, reads are held (not submitted) until Open().
-  void CloseGate();
+  // While closed, reads (and writes too when `writes`) are held, not submitted, until OpenGate().
+  void CloseGate(bool writes = false);
   void OpenGate();
   int held_reads();
 
@@ -91,6 +91,7 @@ class FaultyBackend final : public IoBackend {
   std::vector<Rule> rules_;
   int reads_ = 0, writes_ = 0;
   bool gate_closed_ = false;
+  bool gate_writes_ = false;
   std::deque<IoRequest> held_;
   std::deque<std::thread> failers_;
 };
