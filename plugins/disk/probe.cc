@@ -14,7 +14,7 @@
 namespace tier::disk {
 namespace {
 
-constexpr uint32_t kProbeBlocks = 4;
+constexpr uint32_t kProbeBlocks = 16;  // in flight at once: enough to see bandwidth, not latency
 constexpr uint64_t kProbeBlockBytes = 1u << 20;
 
 struct Batch {
@@ -69,7 +69,8 @@ Status DiskProvider::RunProbe(IoBackend* backend, bool direct, double* read_bps,
                              std::string("probe: open with") + (direct ? "" : "out") + " O_DIRECT");
   }
   const uint64_t block = std::min<uint64_t>(kProbeBlockBytes, options_.chunk_bytes);
-  const uint32_t blocks = std::min<uint32_t>(kProbeBlocks, pool_->count());
+  const uint32_t blocks =
+      std::min<uint32_t>({kProbeBlocks, pool_->count(), options_.queue_depth});
   std::vector<char*> buffers;
   for (uint32_t i = 0; i < blocks; ++i) {
     buffers.push_back(pool_->TryAcquire());
