@@ -69,8 +69,7 @@ Status DiskProvider::RunProbe(IoBackend* backend, bool direct, double* read_bps,
                              std::string("probe: open with") + (direct ? "" : "out") + " O_DIRECT");
   }
   const uint64_t block = std::min<uint64_t>(kProbeBlockBytes, options_.chunk_bytes);
-  const uint32_t blocks =
-      std::min<uint32_t>({kProbeBlocks, pool_->count(), options_.queue_depth});
+  const uint32_t blocks = std::min<uint32_t>({kProbeBlocks, pool_->count(), options_.queue_depth});
   std::vector<char*> buffers;
   for (uint32_t i = 0; i < blocks; ++i) {
     buffers.push_back(pool_->TryAcquire());

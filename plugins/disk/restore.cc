@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <new>
 
 #include "codec.h"
 #include "job.h"
@@ -283,9 +284,14 @@ void DiskProvider::RunRestore(Job* job) {
             if (staging == nullptr) break;
           }
           const uint64_t read_len = zero_copy ? len : AlignUp(ch->stored_bytes, kBlockBytes);
-          auto* op =
-              new RestoreChunk{&window,  pool_.get(), codec_.get(), ch, dst + offset, len, staging,
-                               read_len, rec.kind,    rec.index,    c};
+          auto* op = new (std::nothrow)
+              RestoreChunk{&window,  pool_.get(), codec_.get(), ch, dst + offset, len, staging,
+                           read_len, rec.kind,    rec.index,    c};
+          if (op == nullptr) {
+            if (staging != nullptr) pool_->Release(staging);
+            window.Fail(Status(TIER_INTERNAL, "disk: restore: out of memory"));
+            break;
+          }
           window.Begin();
           backend_->Submit(IoRequest{IoKind::kRead, job->fd,
                                      zero_copy ? static_cast<void*>(dst + offset) : staging,
@@ -293,8 +299,8 @@ void DiskProvider::RunRestore(Job* job) {
         }
       }
     }
-  } catch (const std::bad_alloc&) {
-    window.Fail(Status(TIER_INTERNAL, "disk: restore: out of memory"));
+  } catch (const std::exception& e) {
+    window.Fail(Status(TIER_INTERNAL, std::string("disk: restore: ") + e.what()));
   }
   window.WaitIdle();
   if (status.ok()) status = window.error();

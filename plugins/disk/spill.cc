@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <new>
 #include <set>
 #include <utility>
 
@@ -240,8 +241,8 @@ void DiskProvider::RunSpill(Job* job) {
     header.data_offset = AlignUp(HeaderContentBytes(namespace_id_.size(), header.segments.size(),
                                                     chunk_total, header.manifest.size()),
                                  kBlockBytes);
-  } catch (const std::bad_alloc&) {
-    status = Status(TIER_INTERNAL, "disk: spill: out of memory preparing the header");
+  } catch (const std::exception& e) {
+    status = Status(TIER_INTERNAL, std::string("disk: spill: preparing the header: ") + e.what());
   }
 
   if (status.ok()) {
@@ -274,18 +275,23 @@ void DiskProvider::RunSpill(Job* job) {
             staging = pool_->Acquire(stop);
             if (staging == nullptr) break;
           }
-          auto* op = new SpillChunk{&window,
-                                    backend_.get(),
-                                    pool_.get(),
-                                    &temp,
-                                    fd,
-                                    base + offset,
-                                    len,
-                                    &header.chunks[rec.first_chunk + c],
-                                    rec.codec == kCodecZstd,
-                                    options_.zstd_level,
-                                    staging,
-                                    &next_offset};
+          auto* op = new (std::nothrow) SpillChunk{&window,
+                                                   backend_.get(),
+                                                   pool_.get(),
+                                                   &temp,
+                                                   fd,
+                                                   base + offset,
+                                                   len,
+                                                   &header.chunks[rec.first_chunk + c],
+                                                   rec.codec == kCodecZstd,
+                                                   options_.zstd_level,
+                                                   staging,
+                                                   &next_offset};
+          if (op == nullptr) {
+            if (staging != nullptr) pool_->Release(staging);
+            window.Fail(Status(TIER_INTERNAL, "disk: spill: out of memory"));
+            break;
+          }
           window.Begin();
           try {
             codec_->Post([op] { SpillChunkWork(op); });
@@ -294,8 +300,8 @@ void DiskProvider::RunSpill(Job* job) {
           }
         }
       }
-    } catch (const std::bad_alloc&) {
-      window.Fail(Status(TIER_INTERNAL, "disk: spill: out of memory"));
+    } catch (const std::exception& e) {
+      window.Fail(Status(TIER_INTERNAL, std::string("disk: spill: ") + e.what()));
     }
     window.WaitIdle();
     status = window.error();
@@ -325,8 +331,8 @@ void DiskProvider::RunSpill(Job* job) {
       } else if (static_cast<uint64_t>(n) != header.data_offset) {
         status = Status(TIER_IO_ERROR, "disk: spill: short header write to '" + temp + "'");
       }
-    } catch (const std::bad_alloc&) {
-      status = Status(TIER_INTERNAL, "disk: spill: out of memory encoding the header");
+    } catch (const std::exception& e) {
+      status = Status(TIER_INTERNAL, std::string("disk: spill: encoding the header: ") + e.what());
     }
   }
   if (status.ok()) {
@@ -389,7 +395,7 @@ void DiskProvider::RunSpill(Job* job) {
           }
         }
       }
-    } catch (const std::bad_alloc&) {
+    } catch (const std::exception&) {
       entry.reset();
       status = Status(TIER_INTERNAL, "disk: spill: out of memory indexing the checkpoint");
       std::lock_guard lock(mu_);
