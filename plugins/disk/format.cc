@@ -326,7 +326,7 @@ uint64_t EncodeHeader(const Header& h, std::span<uint8_t> out) {
     EncodeChunk(c, p + at);
     at += kChunkRecordBytes;
   }
-  std::memcpy(p + at, h.manifest.data(), h.manifest.size());
+  if (!h.manifest.empty()) std::memcpy(p + at, h.manifest.data(), h.manifest.size());
   at += h.manifest.size();
   Put64(p + kOffChecksum, HeaderChecksum(std::span<const uint8_t>(p, content_bytes)));
   return at;
