@@ -129,42 +129,42 @@ class IoUringBackend final : public IoBackend {
   }
 
   void Finish(Op* op, int res) {
-    const IoRequest& r = op->request;
+    // Take the lock before touching `op`: Submit wrote it under the lock, and this acquisition is
+    // what orders those writes before our reads (the kernel's SQ->CQ ordering is invisible to
+    // the language's memory model and to ThreadSanitizer).
+    IoRequest finished;
     int64_t result = 0;
-    bool again = false;
-    if (res == -EAGAIN || res == -EINTR) {
-      again = true;
-    } else if (res < 0) {
-      result = res;
-    } else if (res == 0) {
-      result = static_cast<int64_t>(op->done_bytes);  // EOF or no progress: short count
-    } else {
-      op->done_bytes += static_cast<uint64_t>(res);
-      if (op->done_bytes < r.len)
-        again = true;
-      else
-        result = static_cast<int64_t>(op->done_bytes);
-    }
     {
       std::lock_guard lock(mu_);
-      --inflight_;
-      if (again) {
-        PrepLocked(op);
+      bool again = false;
+      if (res == -EAGAIN || res == -EINTR) {
+        again = true;
+      } else if (res < 0) {
+        result = res;
+      } else if (res == 0) {
+        result = static_cast<int64_t>(op->done_bytes);  // EOF or no progress: short count
+      } else {
+        op->done_bytes += static_cast<uint64_t>(res);
+        if (op->done_bytes < op->request.len)
+          again = true;
+        else
+          result = static_cast<int64_t>(op->done_bytes);
       }
+      --inflight_;
+      if (again) PrepLocked(op);  // continue a partial transfer
       while (inflight_ < queue_depth_ && !pending_.empty()) {
         PrepLocked(pending_.front());
         pending_.pop_front();
       }
       SubmitLocked();
-      if (!again && inflight_ == 0 && pending_.empty()) idle_cv_.notify_all();
+      if (again) return;
+      finished = op->request;
+      delete op;
+      if (inflight_ == 0 && pending_.empty()) idle_cv_.notify_all();
     }
-    if (again) return;
-    const IoRequest done = op->request;
-    delete op;
-    done.done(done.ctx, result);
-    // Shutdown waits on idle_cv_ only after every callback's Submit has happened-before: the
-    // inflight_==0 notification above may precede this callback, so callers must not Submit
-    // after Shutdown starts (the provider drains its jobs first).
+    // No backend lock held: the callback may Submit again. Shutdown() is only called once every
+    // submitter is done (the provider drains its jobs first), so nothing races it from here.
+    finished.done(finished.ctx, result);
   }
 
   const uint32_t queue_depth_;

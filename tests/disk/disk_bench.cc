@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   if (!p.Spill(&key, spill.data(), segs, Waiter::Callback, &ws).ok()) return 1;
   Done d = ws.Wait();
-  const double spill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double spill_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (d.status != TIER_OK) {
     std::fprintf(stderr, "spill: %s\n", d.message.c_str());
     return 1;
@@ -66,9 +67,11 @@ int main(int argc, char** argv) {
   t0 = std::chrono::steady_clock::now();
   if (!p.Restore(&key, restore.data(), segs, Waiter::Callback, &wr).ok()) return 1;
   Done r = wr.Wait();
-  const double restore_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double restore_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   bool exact = r.status == TIER_OK;
-  for (uint64_t s = 0; s < segs && exact; ++s) exact = std::memcmp(bufs[s], back[s], seg_bytes) == 0;
+  for (uint64_t s = 0; s < segs && exact; ++s)
+    exact = std::memcmp(bufs[s], back[s], seg_bytes) == 0;
   tier_stat_result st{};
   st.struct_size = sizeof(st);
   p.Stat(&key, &st, nullptr, 0);
@@ -77,11 +80,11 @@ int main(int argc, char** argv) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   const double gb = static_cast<double>(mib << 20) / 1e9;
-  std::printf("io_path=%s size=%llu MiB spill %.2f GB/s (%.3f s) restore %.2f GB/s (%.3f s) %s; "
-              "estimate was %.3f s; peak RSS %ld MiB (of which %llu MiB are the test's own buffers)\n",
-              p.io_path().label, static_cast<unsigned long long>(mib), gb / spill_s, spill_s,
-              gb / restore_s, restore_s, exact ? "byte-exact" : "MISMATCH",
-              st.estimated_restore_ns / 1e9, ru.ru_maxrss / 1024,
-              static_cast<unsigned long long>(2 * mib));
+  std::printf(
+      "io_path=%s size=%llu MiB spill %.2f GB/s (%.3f s) restore %.2f GB/s (%.3f s) %s; "
+      "estimate was %.3f s; peak RSS %ld MiB (of which %llu MiB are the test's own buffers)\n",
+      p.io_path().label, static_cast<unsigned long long>(mib), gb / spill_s, spill_s,
+      gb / restore_s, restore_s, exact ? "byte-exact" : "MISMATCH", st.estimated_restore_ns / 1e9,
+      ru.ru_maxrss / 1024, static_cast<unsigned long long>(2 * mib));
   return exact ? 0 : 1;
 }

@@ -198,9 +198,9 @@ void PrintTo(const CompressionCase& c, std::ostream* os) {
   *os << c.mode << "/" << c.data;
 }
 
-class DiskCompression : public ::testing::TestWithParam<CompressionCase> {};
+class DiskPluginCompression : public ::testing::TestWithParam<CompressionCase> {};
 
-TEST_P(DiskCompression, RoundTripsAndReportsStoredBytes) {
+TEST_P(DiskPluginCompression, RoundTripsAndReportsStoredBytes) {
   const CompressionCase c = GetParam();
   TempDir tmp;
   FakeHost host;
@@ -233,7 +233,7 @@ TEST_P(DiskCompression, RoundTripsAndReportsStoredBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Modes, DiskCompression,
+    Modes, DiskPluginCompression,
     ::testing::Values(CompressionCase{"off", "random"}, CompressionCase{"off", "bf16"},
                       CompressionCase{"zstd", "random"}, CompressionCase{"zstd", "bf16"},
                       CompressionCase{"zstd", "fp32"}, CompressionCase{"auto", "random"},
@@ -810,6 +810,50 @@ TEST(DiskPlugin, ForeignFilesystemDecision) {
   EXPECT_FALSE(foreign);
   FilesystemName(0x01021994, &foreign);  // tmpfs is local
   EXPECT_FALSE(foreign);
+}
+
+}  // namespace
+}  // namespace tier::disk::test
+
+namespace tier::disk::test {
+namespace {
+
+TEST(DiskPlugin, BusyWhenTheInflightBoundIsReached) {
+  TempDir tmp;
+  FakeHost host;
+  std::shared_ptr<FaultyBackend> gate;
+  Seams seams;
+  seams.wrap_backend = WrapWith(&gate);
+  auto p = MustOpen(host, BaseOptions(tmp.Sub("tier")), seams);
+  Checkpoint cp;
+  cp.Add(TIER_SEGMENT_HIDDEN_STATE, 0, RandomBytes(4096, 9));
+  const tier_key key = MakeKey(300);
+  ASSERT_EQ(SpillSync(*p, key, cp).status, TIER_OK);
+  gate->CloseGate();
+  constexpr uint32_t kMax = DiskProvider::kMaxInflightOps;
+  std::vector<RestoreTarget> targets;
+  for (uint32_t i = 0; i < kMax + 1; ++i) targets.push_back(MakeTarget(cp));
+  std::vector<Waiter> waiters(kMax + 1);
+  for (uint32_t i = 0; i < kMax; ++i) {
+    ASSERT_TRUE(
+        p->Restore(&key, targets[i].segments.data(), 1, Waiter::Callback, &waiters[i]).ok());
+  }
+  EXPECT_EQ(StatsOf(*p).inflight_ops, kMax);
+  const Status busy =
+      p->Restore(&key, targets[kMax].segments.data(), 1, Waiter::Callback, &waiters[kMax]);
+  EXPECT_EQ(busy.code(), TIER_BUSY);
+  Checkpoint other = StandardCheckpoint(301, 1);
+  EXPECT_EQ(SpillSync(*p, MakeKey(301), other).status, TIER_BUSY);
+  const tier_plan plan = PlanFor(*p, 300, UINT64_MAX);
+  EXPECT_EQ(plan.decision, static_cast<tier_decision>(TIER_DECISION_SKIP_TO_ROOT));
+  EXPECT_EQ(plan.reason, static_cast<tier_reason>(TIER_REASON_BUSY));
+  EXPECT_EQ(host.Value("tier_cold_restore_decisions_total", "disk,skip_to_root,busy"), 1);
+  gate->OpenGate();
+  for (uint32_t i = 0; i < kMax; ++i) {
+    ASSERT_EQ(waiters[i].Wait().status, TIER_OK);
+    EXPECT_TRUE(targets[i].Equals(cp));
+  }
+  EXPECT_EQ(waiters[kMax].calls(), 0);  // refused: its callback never runs
 }
 
 }  // namespace
