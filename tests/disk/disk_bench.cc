@@ -1,7 +1,7 @@
 // tier_disk_bench: a quick spill/restore throughput measurement of the disk provider (not a
 // ctest; tier-bench will replace it). Spills one checkpoint of N MiB of incompressible data from
 // 4 KiB-aligned buffers, then restores it, and prints GB/s and the process's peak RSS.
-//   tier_disk_bench DIR [MiB=1024] [key=value provider options...]
+//   tier_disk_bench DIR [MiB=1024] [key=value provider options...] [misalign=N]
 #include <sys/resource.h>
 
 #include <chrono>
@@ -23,9 +23,15 @@ int main(int argc, char** argv) {
   const uint64_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1024;
   Options o;
   o.Set("dir", argv[1]).Set("capacity_gib", "64").Set("compression", "off");
+  uint64_t misalign = 0;  // bench-only: offset buffers from 4 KiB to force the staging path
   for (int i = 3; i < argc; ++i) {
     const char* eq = std::strchr(argv[i], '=');
-    if (eq) o.Set(std::string(argv[i], static_cast<size_t>(eq - argv[i])), eq + 1);
+    if (!eq) continue;
+    const std::string key(argv[i], static_cast<size_t>(eq - argv[i]));
+    if (key == "misalign")
+      misalign = std::strtoull(eq + 1, nullptr, 10);
+    else
+      o.Set(key, eq + 1);
   }
   FakeHost host;
   auto opened = OpenDisk(host, "bench", o);
@@ -40,8 +46,8 @@ int main(int argc, char** argv) {
   std::vector<tier_segment> spill, restore;
   std::mt19937_64 rng(1);
   for (uint64_t s = 0; s < segs; ++s) {
-    auto* b = static_cast<uint8_t*>(std::aligned_alloc(4096, seg_bytes));
-    auto* r = static_cast<uint8_t*>(std::aligned_alloc(4096, seg_bytes));
+    auto* b = static_cast<uint8_t*>(std::aligned_alloc(4096, seg_bytes + 4096)) + misalign;
+    auto* r = static_cast<uint8_t*>(std::aligned_alloc(4096, seg_bytes + 4096)) + misalign;
     for (uint64_t i = 0; i < seg_bytes; i += 8) {
       const uint64_t v = rng();
       std::memcpy(b + i, &v, 8);
