@@ -1,28 +1,86 @@
 #include "server_config.h"
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 
 namespace tier {
 
-void AddServerFlags(CLI::App& app, ServerConfig& config) {
-  app.add_option("--tier-plugin", config.tier_plugin,
+void AddServerFlags(CLI::App& app, ServerConfig& c) {
+  app.add_option("--tier-plugin", c.tier_plugin,
                  "Tier provider to load: a path to a .so, or a short name (null, disk) looked up "
                  "in $TIER_PLUGIN_PATH, <prefix>/lib/tier and the build tree")
       ->type_name("PATH");
-  app.add_option("--tier-opt", config.tier_opts,
+  app.add_option("--tier-opt", c.tier_opts,
                  "Option handed to the provider's open, KEY=VALUE (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
-  app.add_option("--namespace", config.namespace_id,
-                 "Model/layout fingerprint; checkpoints of another namespace are never served")
+  app.add_option("--cold-kv-dir", c.cold_kv_dir,
+                 "Cold tier directory (a Linux filesystem; under WSL2 not /mnt/c). Selects the "
+                 "disk provider. An empty value means no cold tier (two tiers)")
+      ->type_name("PATH");
+  app.add_option("--cold-kv-gib", c.cold_kv_gib, "Cold tier budget in GiB (logical bytes)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--host-kv-mib", c.host_kv_mib, "Pinned Host budget for checkpoints, MiB")
       ->capture_default_str();
-  app.add_option("--log-level", config.log_level, "debug, info, warn or error")
+  app.add_option("--device-kv-mib", c.device_kv_mib,
+                 "Device budget for parked checkpoints, MiB (simulated without a GPU)")
+      ->capture_default_str();
+  app.add_option("--max-concurrency", c.max_concurrency, "Lanes decoding at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1024u));
+  app.add_option("--model-profile", c.model_profile,
+                 "Model/GPU profile: a shipped name or a JSON file (see --list-profiles)")
+      ->capture_default_str();
+  app.add_option("--metrics-addr", c.metrics_addr,
+                 "Serve Prometheus metrics at http://HOST:PORT/metrics")
+      ->type_name("HOST:PORT");
+  app.add_option("--bytes-scale", c.bytes_scale,
+                 "Store and copy 1/N of every logical byte (the cost model and the report keep "
+                 "logical sizes), so a laptop can replay 100k-token sessions")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  app.add_option("--device", c.device,
+                 "Device transfer path: auto (CUDA when a GPU is present), cpu, cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("--namespace", c.namespace_id,
+                 "Model/layout fingerprint; checkpoints of another namespace are never served "
+                 "(default: derived from the model profile and --bytes-scale)");
+  app.add_option("--log-level", c.log_level, "debug, info, warn or error")
       ->capture_default_str()
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
-  app.add_flag(
-      "--check", config.check,
-      "Load and open the provider, print its name, version and negotiated ABI, then "
-      "spill/stat/restore/remove one small multi-segment checkpoint and compare the bytes");
+  app.add_flag("--check", c.check,
+               "Load and open the provider, print its name, version and negotiated ABI, then "
+               "spill/stat/restore/remove one small multi-segment checkpoint and compare the bytes");
+}
+
+void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
+  replay.add_option("--workload", c.workload,
+                    "agents: built-in agent sessions (shared 8-30k system prefixes, histories "
+                    "growing to 80-120k tokens, think times); trace: a Mooncake JSONL trace")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"agents", "trace"}));
+  replay.add_option("--trace", c.trace,
+                    "Mooncake-format JSONL (timestamp, input_length, output_length, hash_ids); "
+                    "implies --workload trace")
+      ->type_name("FILE");
+  replay.add_option("--trace-time-scale", c.trace_time_scale,
+                    "Stretch the trace's arrival times by this factor (2 = half the rate)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  replay.add_option("--sessions", c.sessions, "Agent sessions to generate")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000u));
+  replay.add_option("--seed", c.seed, "Seed of the agents generator")->capture_default_str();
+  replay.add_option("--report-json", c.report_json, "Write the report as JSON to FILE")
+      ->type_name("FILE");
+  replay.add_flag("--compare-null", c.compare_null,
+                  "Run the same workload again without a cold tier (null provider) and print "
+                  "both side by side");
+  replay.add_flag("!--no-progress", c.progress, "No progress line on stderr");
+  replay.add_flag("--linger", c.linger,
+                  "Keep serving /metrics after the replay until SIGINT or SIGTERM");
 }
 
 Result<ProviderOptions> ParseTierOpts(const std::vector<std::string>& tier_opts) {
@@ -35,6 +93,32 @@ Result<ProviderOptions> ParseTierOpts(const std::vector<std::string>& tier_opts)
     options.emplace_back(opt.substr(0, eq), opt.substr(eq + 1));
   }
   return options;
+}
+
+Result<ProviderChoice> ChooseProvider(const ServerConfig& config) {
+  auto options = ParseTierOpts(config.tier_opts);
+  if (!options.ok()) return options.status();
+  ProviderChoice choice;
+  choice.options = options.take();
+  if (config.cold_kv_dir.has_value()) {
+    if (config.cold_kv_dir->empty()) {
+      if (!config.tier_plugin.empty() && config.tier_plugin != "null") {
+        return Status(TIER_INVALID_ARGUMENT,
+                      "--cold-kv-dir '' turns the cold tier off, but --tier-plugin asks for '" +
+                          config.tier_plugin + "'");
+      }
+      choice.plugin = "null";
+      return choice;
+    }
+    choice.plugin = config.tier_plugin.empty() ? "disk" : config.tier_plugin;
+    const double bytes = config.cold_kv_gib * 1073741824.0 / static_cast<double>(config.bytes_scale);
+    choice.options.emplace_back("dir", *config.cold_kv_dir);
+    choice.options.emplace_back("capacity_bytes",
+                                std::to_string(static_cast<uint64_t>(std::floor(bytes))));
+    return choice;
+  }
+  choice.plugin = config.tier_plugin.empty() ? "null" : config.tier_plugin;
+  return choice;
 }
 
 }  // namespace tier

@@ -1,67 +1,39 @@
 // tier-host: a runnable stand-in server. Loads a tier provider through the C ABI and checks it
-// (--check); later subcommands replay workloads through the catalog and planner.
+// (--check), or replays a workload through the catalog, the planner and the provider (replay).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <iostream>
-#include <memory>
 
-#include "check.h"
-#include "host_services.h"
+#include "commands.h"
 #include "log.h"
-#include "metrics_registry.h"
-#include "plugin_loader.h"
-#include "provider_instance.h"
+#include "model_profile.h"
 #include "server_config.h"
-
-namespace {
-
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;  // the provider misbehaved / the job failed
-constexpr int kExitUsage = 2;   // bad flags, a plugin that cannot load or open
-
-int Fail(int code, const std::string& message) {
-  std::fprintf(stderr, "tier-host: %s\n", message.c_str());
-  return code;
-}
-
-int RunCheck(const tier::ServerConfig& config) {
-  tier::MetricsRegistry metrics;
-  tier::HostServices host(&metrics);
-  const std::string path =
-      tier::ResolvePluginPath(config.tier_plugin.empty() ? "null" : config.tier_plugin);
-  auto options = tier::ParseTierOpts(config.tier_opts);
-  if (!options.ok()) return Fail(kExitUsage, options.status().message());
-  auto library = tier::PluginLibrary::Load(path, host.table());
-  if (!library.ok()) return Fail(kExitUsage, library.status().message());
-  std::cout << "tier-host --check: plugin " << path << "\n";
-  auto instance = tier::ProviderInstance::Open(library.value(), host.table(), config.namespace_id,
-                                               options.value());
-  if (!instance.ok()) {
-    return Fail(kExitUsage, std::string("cannot open the ") + library.value()->name() +
-                                " provider: " + instance.status().ToString());
-  }
-  const bool passed = tier::RunProviderCheck(*instance.value(), std::cout);
-  instance.value()->Close();
-  return passed ? kExitOk : kExitFailed;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   tier::ServerConfig config;
-  CLI::App app{
-      "tier-host: a stand-in LLM server that drives a cold-tier provider through the "
-      "tier ABI (loader, catalog, planner, metrics)",
-      "tier-host"};
+  tier::ReplayConfig replay_config;
+  CLI::App app{"tier-host: a stand-in LLM server that drives a cold-tier provider through the "
+               "tier ABI (loader, catalog, Device/Host/Cold planner, metrics)",
+               "tier-host"};
   app.set_version_flag("--version", std::string("tier-host ") + TIER_VERSION + " (tier ABI " +
                                         std::to_string(TIER_ABI_VERSION_MAJOR) + "." +
                                         std::to_string(TIER_ABI_VERSION_MINOR) + ")");
   tier::AddServerFlags(app, config);
+  bool list_profiles = false;
+  app.add_flag("--list-profiles", list_profiles, "Print the shipped model profiles and exit");
+  CLI::App* replay = app.add_subcommand(
+      "replay", "Replay agent sessions or a request trace through catalog, planner and provider "
+                "on a virtual clock; print what the cold tier saved");
+  tier::AddReplayFlags(*replay, replay_config);
   app.footer(
+      "Usage: tier-host [server flags] --check | tier-host [server flags] replay [replay flags]\n"
       "Exit status: 0 success, 1 the provider or job failed, 2 bad usage or a plugin that cannot "
-      "be loaded or opened.\nExample: tier-host --tier-plugin disk --tier-opt dir=/var/tmp/cold "
-      "--tier-opt capacity_gib=1 --check");
+      "be loaded or opened.\nExamples:\n"
+      "  tier-host --tier-plugin disk --tier-opt dir=/var/tmp/cold --tier-opt capacity_gib=1 "
+      "--check\n"
+      "  tier-host --cold-kv-dir ~/cold --cold-kv-gib 200 --bytes-scale 1000 replay --workload "
+      "agents --compare-null");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -71,16 +43,24 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return Fail(kExitUsage, std::string(e.what()) + " (see --help)");
+    std::fprintf(stderr, "tier-host: %s (see --help)\n", e.what());
+    return tier::kExitUsage;
   }
   tier_log_level level = TIER_LOG_INFO;
   tier::ParseLogLevel(config.log_level, &level);
   tier::SetLogLevel(level);
   try {
-    if (config.check) return RunCheck(config);
+    if (list_profiles) {
+      for (const std::string& name : tier::ShippedProfileNames()) std::cout << name << "\n";
+      return tier::kExitOk;
+    }
+    if (replay->parsed()) return tier::RunReplayCommand(config, replay_config);
+    if (config.check) return tier::RunCheckCommand(config);
   } catch (const std::exception& e) {
-    return Fail(kExitFailed, std::string("internal error: ") + e.what());
+    std::fprintf(stderr, "tier-host: internal error: %s\n", e.what());
+    return tier::kExitFailed;
   }
   std::cerr << app.help() << "\n";
-  return Fail(kExitUsage, "nothing to do: give --check (see --help)");
+  std::fprintf(stderr, "tier-host: nothing to do: give --check or replay (see --help)\n");
+  return tier::kExitUsage;
 }

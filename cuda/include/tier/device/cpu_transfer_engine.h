@@ -1,0 +1,31 @@
+// cpu_transfer_engine.h -- the CPU reference path of TransferEngine: host memory stands in for
+// device memory, one worker thread stands in for the CUDA stream (transfers run in submission
+// order and complete asynchronously), memcpy stands in for the kernels. Same bytes as CUDA.
+#ifndef TIER_DEVICE_CPU_TRANSFER_ENGINE_H
+#define TIER_DEVICE_CPU_TRANSFER_ENGINE_H
+
+#include <cstdint>
+#include <memory>
+
+#include "tier/device/transfer_engine.h"
+
+namespace tier::device {
+
+struct CpuEngineOptions {
+  // true: transfers run on one worker thread, in order; false: each runs inside its submit call.
+  bool worker_thread = true;
+  // 0: gather/scatter copy page by page between pool and segment (the reference). > 0: pages
+  // move through a staging buffer of this many bytes in stages, exactly as the CUDA engine moves
+  // them (same stage arithmetic, same launch parameters); used to test that arithmetic on a CPU.
+  std::uint64_t staging_bytes = 0;
+  // Bound on transfers queued and not yet run; a submit beyond it blocks until one finishes.
+  std::uint32_t max_queued_transfers = 256;
+};
+
+// A CPU engine; never fails except on invalid options. Any thread.
+Result<std::unique_ptr<TransferEngine>> make_cpu_transfer_engine(
+    const CpuEngineOptions& options = {});
+
+}  // namespace tier::device
+
+#endif  // TIER_DEVICE_CPU_TRANSFER_ENGINE_H

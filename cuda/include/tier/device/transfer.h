@@ -1,0 +1,55 @@
+// transfer.h -- the handle of one asynchronous transfer (copy, gather, scatter, shuffle).
+//
+// An engine returns a Transfer when it has queued the work; the work runs in submission order on
+// the engine's dedicated stream (CUDA) or worker thread (CPU). The caller keeps every buffer the
+// transfer reads or writes alive and unchanged until is_done() is true or wait() has returned.
+#ifndef TIER_DEVICE_TRANSFER_H
+#define TIER_DEVICE_TRANSFER_H
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "tier/device/status.h"
+
+namespace tier::device {
+
+// What an engine implements behind a Transfer. Thread-safe: any thread, any number of times.
+class Completion {
+ public:
+  virtual ~Completion() = default;
+  // Blocks until the transfer has finished; returns its outcome.
+  virtual Status wait() = 0;
+  // True once the transfer has finished, successfully or not; never blocks.
+  virtual bool is_done() = 0;
+  // Makes later work on `native_stream` (a cudaStream_t) wait for this transfer without blocking
+  // the host; engines without streams block until done instead.
+  virtual Status make_stream_wait(void* native_stream) = 0;
+};
+
+class Transfer {
+ public:
+  // An empty transfer: nothing to do, already complete and ok.
+  Transfer() = default;
+  Transfer(std::shared_ptr<Completion> completion, std::uint64_t bytes)
+      : completion_(std::move(completion)), bytes_(bytes) {}
+
+  // Blocks until complete; returns the outcome (the same on every call). Any thread.
+  Status wait() const { return completion_ ? completion_->wait() : Status::Ok(); }
+  // Polls without blocking. Any thread.
+  bool is_done() const { return completion_ ? completion_->is_done() : true; }
+  // Orders later work on a CUDA stream of the caller's after this transfer. Any thread.
+  Status make_stream_wait(void* native_stream) const {
+    return completion_ ? completion_->make_stream_wait(native_stream) : Status::Ok();
+  }
+  // Bytes the transfer moves between host and device memory (0 for an empty one).
+  std::uint64_t bytes() const { return bytes_; }
+
+ private:
+  std::shared_ptr<Completion> completion_;
+  std::uint64_t bytes_ = 0;
+};
+
+}  // namespace tier::device
+
+#endif  // TIER_DEVICE_TRANSFER_H

@@ -1,0 +1,236 @@
+#include "tier/device/cpu_transfer_engine.h"
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "page_copy_job.h"
+#include "staged_copy.h"
+#include "tier/device/byte_shuffle.h"
+
+namespace tier::device {
+namespace {
+
+class CpuCompletion final : public Completion {
+ public:
+  void finish(Status status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = std::move(status);
+    done_ = true;
+    cv_.notify_all();
+  }
+  Status wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return status_;
+  }
+  bool is_done() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  Status make_stream_wait(void* /*native_stream*/) override { return wait(); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+};
+
+class CpuTransferEngine final : public TransferEngine {
+ public:
+  explicit CpuTransferEngine(const CpuEngineOptions& options)
+      : options_(options),
+        host_allocator_(make_aligned_host_allocator()),
+        staging_(options.staging_bytes) {
+    if (options_.worker_thread) worker_ = std::thread([this] { run_worker(); });
+  }
+
+  ~CpuTransferEngine() override {
+    if (worker_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stopping_ = true;
+        cv_.notify_all();
+      }
+      worker_.join();  // the worker drains the queue before it stops
+    }
+  }
+
+  const char* path_name() const override { return "cpu"; }
+  std::string description() const override {
+    std::string d = "CPU reference (";
+    d += options_.worker_thread ? "worker thread" : "inline";
+    if (options_.staging_bytes != 0) {
+      d += ", staged through " + std::to_string(options_.staging_bytes) + " bytes";
+    }
+    return d + ")";
+  }
+  std::shared_ptr<HostAllocator> host_allocator() override { return host_allocator_; }
+  NativeStream native_stream() const override { return nullptr; }
+
+  Result<DeviceBuffer> allocate_device(std::uint64_t bytes) override {
+    if (bytes == 0) return invalid_argument("device allocation of 0 bytes");
+    Result<void*> mem = host_allocator_->allocate(bytes);
+    if (!mem.ok()) return mem.status();
+    std::shared_ptr<HostAllocator> allocator = host_allocator_;
+    return DeviceBuffer(static_cast<std::byte*>(*mem), bytes,
+                        [allocator, bytes](std::byte* p) { allocator->deallocate(p, bytes); });
+  }
+
+  Result<Transfer> copy_to_host(void* host_dst, const void* device_src,
+                                std::uint64_t bytes) override {
+    return copy(host_dst, device_src, bytes, "copy_to_host");
+  }
+  Result<Transfer> copy_to_device(void* device_dst, const void* host_src,
+                                  std::uint64_t bytes) override {
+    return copy(device_dst, host_src, bytes, "copy_to_device");
+  }
+
+  Status order_after(NativeStream /*producer*/) override { return Status::Ok(); }
+
+  Status synchronize() override {
+    Result<Transfer> marker = submit([] { return Status::Ok(); }, 0);
+    if (!marker.ok()) return marker.status();
+    return marker->wait();
+  }
+
+ protected:
+  Result<Transfer> submit_page_copy(detail::PageCopyJob&& job) override {
+    const std::uint64_t bytes = job.segment_bytes;
+    if (options_.staging_bytes != 0 && detail::pages_per_stage(job, options_.staging_bytes) == 0) {
+      return resource_exhausted("staging buffer of " + std::to_string(options_.staging_bytes) +
+                                " bytes cannot hold one page of layer " +
+                                std::to_string(job.layer) + " (" +
+                                std::to_string(job.layer_page_bytes()) + " bytes)");
+    }
+    auto shared = std::make_shared<detail::PageCopyJob>(std::move(job));
+    return submit(
+        [this, shared] {
+          if (options_.staging_bytes == 0) {
+            detail::run_page_copy_on_host(*shared);
+          } else {
+            run_staged(*shared);
+          }
+          return Status::Ok();
+        },
+        bytes);
+  }
+
+  Result<Transfer> submit_byte_shuffle(void* device_dst, const void* device_src,
+                                       std::uint64_t bytes, std::uint32_t element_bytes,
+                                       bool inverse) override {
+    return submit(
+        [=] {
+          std::span<const std::byte> src(static_cast<const std::byte*>(device_src), bytes);
+          std::span<std::byte> dst(static_cast<std::byte*>(device_dst), bytes);
+          return inverse ? tier::device::byte_unshuffle(src, dst, element_bytes)
+                         : tier::device::byte_shuffle(src, dst, element_bytes);
+        },
+        0);
+  }
+
+ private:
+  struct Task {
+    std::function<Status()> work;
+    std::shared_ptr<CpuCompletion> completion;
+  };
+
+  Result<Transfer> copy(void* dst, const void* src, std::uint64_t bytes, const char* op) {
+    if (bytes == 0) return Transfer();
+    if (dst == nullptr || src == nullptr)
+      return invalid_argument(std::string(op) + ": null buffer");
+    return submit(
+        [=] {
+          std::memcpy(dst, src, bytes);
+          return Status::Ok();
+        },
+        bytes);
+  }
+
+  Result<Transfer> submit(std::function<Status()> work, std::uint64_t bytes) {
+    auto completion = std::make_shared<CpuCompletion>();
+    if (!options_.worker_thread) {
+      std::lock_guard<std::mutex> lock(inline_mu_);  // one transfer at a time, like a stream
+      completion->finish(work());
+      return Transfer(completion, bytes);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    space_cv_.wait(lock, [&] { return queue_.size() < options_.max_queued_transfers; });
+    queue_.push_back(Task{std::move(work), completion});
+    cv_.notify_all();
+    return Transfer(completion, bytes);
+  }
+
+  void run_worker() {
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping and drained
+        task = std::move(queue_.front());
+        queue_.pop_front();
+        space_cv_.notify_all();
+      }
+      task.completion->finish(task.work());
+    }
+  }
+
+  // The CUDA engine's sequence, with memcpy for the kernel and for cudaMemcpyAsync.
+  void run_staged(const detail::PageCopyJob& job) {
+    const std::uint32_t per_stage = detail::pages_per_stage(job, options_.staging_bytes);
+    const auto pages = static_cast<std::uint32_t>(job.page_ids.size());
+    detail::PlaneRun runs[kMaxPlanesPerLayer];
+    auto params = std::make_unique<detail::PageCopyParams>();
+    for (std::uint32_t first = 0; first < pages; first += per_stage) {
+      const std::uint32_t count = std::min(per_stage, pages - first);
+      detail::make_stage(job, first, count, staging_.data(), params.get(), runs);
+      if (job.direction == detail::CopyDirection::kGather) {
+        detail::gather_stage_on_host(*params);
+        for (std::uint32_t q = 0; q < job.plane_count; ++q) {
+          std::memcpy(job.segment + runs[q].segment_offset,
+                      staging_.data() + runs[q].staging_offset, runs[q].bytes);
+        }
+      } else {
+        for (std::uint32_t q = 0; q < job.plane_count; ++q) {
+          std::memcpy(staging_.data() + runs[q].staging_offset,
+                      job.segment + runs[q].segment_offset, runs[q].bytes);
+        }
+        detail::scatter_stage_on_host(*params);
+      }
+    }
+  }
+
+  const CpuEngineOptions options_;
+  const std::shared_ptr<HostAllocator> host_allocator_;
+  std::vector<unsigned char> staging_;  // used by one transfer at a time
+  std::mutex inline_mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable space_cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::thread worker_;  // last: starts after everything it uses exists
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TransferEngine>> make_cpu_transfer_engine(const CpuEngineOptions& options) {
+  if (options.max_queued_transfers == 0) {
+    return invalid_argument("cpu engine: max_queued_transfers is 0");
+  }
+  if (options.staging_bytes > (std::uint64_t{1} << 34)) {
+    return invalid_argument("cpu engine: staging_bytes above 16 GiB");
+  }
+  std::unique_ptr<TransferEngine> engine = std::make_unique<CpuTransferEngine>(options);
+  return engine;
+}
+
+}  // namespace tier::device

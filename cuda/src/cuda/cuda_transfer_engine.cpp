@@ -1,0 +1,297 @@
+// The CUDA engine: host-side code only (the kernels are in *.cu). Every runtime call is checked.
+#include "tier/device/cuda_transfer_engine.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "../page_copy_job.h"
+#include "../staged_copy.h"
+#include "cuda_check.h"
+#include "kernels.h"
+
+#ifndef TIER_CUDA_ARCHITECTURES
+#define TIER_CUDA_ARCHITECTURES "unknown"
+#endif
+
+namespace tier::device {
+namespace {
+
+using detail::cuda_error_text;
+using detail::cuda_status;
+using detail::DeviceGuard;
+
+constexpr std::uint64_t kHostAlignBytes = 4096;
+
+class CudaCompletion final : public Completion {
+ public:
+  explicit CudaCompletion(cudaEvent_t event) : event_(event) {}
+  ~CudaCompletion() override { (void)cudaEventDestroy(event_); }
+  CudaCompletion(const CudaCompletion&) = delete;
+  CudaCompletion& operator=(const CudaCompletion&) = delete;
+
+  Status wait() override { return cuda_status(cudaEventSynchronize(event_), "transfer"); }
+  bool is_done() override { return cudaEventQuery(event_) != cudaErrorNotReady; }
+  Status make_stream_wait(void* native_stream) override {
+    return cuda_status(cudaStreamWaitEvent(static_cast<cudaStream_t>(native_stream), event_, 0),
+                       "cudaStreamWaitEvent");
+  }
+
+ private:
+  cudaEvent_t event_;
+};
+
+class CudaPinnedAllocator final : public HostAllocator {
+ public:
+  explicit CudaPinnedAllocator(int device) : device_(device) {}
+  const char* name() const override { return "cuda_pinned"; }
+  bool pinned() const override { return true; }
+  Result<void*> allocate(std::uint64_t bytes) override {
+    if (bytes == 0) return invalid_argument("pinned allocation of 0 bytes");
+    DeviceGuard guard(device_);
+    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
+    void* ptr = nullptr;
+    TIER_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable));
+    if (reinterpret_cast<std::uintptr_t>(ptr) % kHostAlignBytes != 0) {
+      (void)cudaFreeHost(ptr);
+      return internal_error("cudaHostAlloc returned memory not aligned to 4096 bytes");
+    }
+    return ptr;
+  }
+  void deallocate(void* ptr, std::uint64_t /*bytes*/) override { (void)cudaFreeHost(ptr); }
+
+ private:
+  const int device_;
+};
+
+class CudaTransferEngine final : public TransferEngine {
+ public:
+  static Result<std::unique_ptr<TransferEngine>> create(const CudaEngineOptions& options) {
+    Result<int> count = cuda_device_count();
+    if (!count.ok()) return count.status();
+    if (options.device < 0 || options.device >= *count) {
+      return unavailable("no CUDA device " + std::to_string(options.device) + " (" +
+                         std::to_string(*count) + " present)");
+    }
+    if (options.staging_bytes < 4096) {
+      return invalid_argument("cuda engine: staging_bytes " +
+                              std::to_string(options.staging_bytes) + " is below 4096");
+    }
+    DeviceGuard guard(options.device);
+    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
+    cudaDeviceProp prop{};
+    TIER_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));
+    const std::string arch = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
+    const cudaError_t image = detail::check_kernel_images();
+    if (image != cudaSuccess) {
+      return unavailable("GPU " + std::to_string(options.device) + " (" + prop.name + ", " + arch +
+                         ") cannot run this build's kernels (built for " + TIER_CUDA_ARCHITECTURES +
+                         "): " + cuda_error_text(image));
+    }
+    std::unique_ptr<CudaTransferEngine> engine(new CudaTransferEngine(options));
+    TIER_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&engine->stream_, cudaStreamNonBlocking));
+    void* staging = nullptr;
+    TIER_CUDA_RETURN_IF_ERROR(cudaMalloc(&staging, options.staging_bytes));
+    engine->staging_ = static_cast<unsigned char*>(staging);
+    engine->description_ = "GPU " + std::to_string(options.device) + ": " + prop.name + " (" +
+                           arch + ", " + std::to_string(prop.totalGlobalMem >> 30) + " GiB)";
+    std::unique_ptr<TransferEngine> out = std::move(engine);
+    return out;
+  }
+
+  ~CudaTransferEngine() override {
+    DeviceGuard guard(options_.device);
+    if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+    if (staging_ != nullptr) (void)cudaFree(staging_);
+    if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  }
+
+  const char* path_name() const override { return "cuda"; }
+  std::string description() const override { return description_; }
+  std::shared_ptr<HostAllocator> host_allocator() override { return host_allocator_; }
+  NativeStream native_stream() const override { return stream_; }
+
+  Result<DeviceBuffer> allocate_device(std::uint64_t bytes) override {
+    if (bytes == 0) return invalid_argument("device allocation of 0 bytes");
+    DeviceGuard guard(options_.device);
+    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
+    void* ptr = nullptr;
+    const cudaError_t error = cudaMalloc(&ptr, bytes);
+    if (error != cudaSuccess) {
+      return resource_exhausted("cudaMalloc of " + std::to_string(bytes) +
+                                " bytes: " + cuda_error_text(error));
+    }
+    const int device = options_.device;
+    return DeviceBuffer(static_cast<std::byte*>(ptr), bytes, [device](std::byte* p) {
+      DeviceGuard free_guard(device);
+      (void)cudaFree(p);
+    });
+  }
+
+  Result<Transfer> copy_to_host(void* host_dst, const void* device_src,
+                                std::uint64_t bytes) override {
+    return copy(host_dst, device_src, bytes, cudaMemcpyDeviceToHost);
+  }
+  Result<Transfer> copy_to_device(void* device_dst, const void* host_src,
+                                  std::uint64_t bytes) override {
+    return copy(device_dst, host_src, bytes, cudaMemcpyHostToDevice);
+  }
+
+  Status order_after(NativeStream producer) override {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    DeviceGuard guard(options_.device);
+    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
+    cudaEvent_t event = nullptr;
+    TIER_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    Status status = cuda_status(cudaEventRecord(event, static_cast<cudaStream_t>(producer)),
+                                "cudaEventRecord(producer)");
+    if (status.ok()) {
+      status = cuda_status(cudaStreamWaitEvent(stream_, event, 0), "cudaStreamWaitEvent");
+    }
+    (void)cudaEventDestroy(event);  // released once the wait is satisfied
+    return status;
+  }
+
+  Status synchronize() override {
+    DeviceGuard guard(options_.device);
+    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
+    return cuda_status(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
+ protected:
+  Result<Transfer> submit_page_copy(detail::PageCopyJob&& job) override {
+    const std::uint32_t per_stage = detail::pages_per_stage(job, options_.staging_bytes);
+    if (per_stage == 0) {
+      return resource_exhausted("staging buffer of " + std::to_string(options_.staging_bytes) +
+                                " bytes cannot hold one page of layer " +
+                                std::to_string(job.layer) + " (" +
+                                std::to_string(job.layer_page_bytes()) + " bytes)");
+    }
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    DeviceGuard guard(options_.device);
+    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
+    Status status = enqueue_stages(job, per_stage);
+    if (!status.ok()) return abandon(std::move(status));
+    return record(job.segment_bytes);
+  }
+
+  Result<Transfer> submit_byte_shuffle(void* device_dst, const void* device_src,
+                                       std::uint64_t bytes, std::uint32_t element_bytes,
+                                       bool inverse) override {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    DeviceGuard guard(options_.device);
+    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
+    Status status = cuda_status(
+        detail::launch_byte_shuffle(device_dst, device_src, bytes, element_bytes, inverse, stream_),
+        "byte shuffle kernel launch");
+    if (!status.ok()) return abandon(std::move(status));
+    return record(0);
+  }
+
+ private:
+  explicit CudaTransferEngine(const CudaEngineOptions& options)
+      : options_(options), host_allocator_(std::make_shared<CudaPinnedAllocator>(options.device)) {}
+
+  // Stage by stage, in stream order: gather = kernel (pool -> staging) then one D2H copy per
+  // plane (staging -> segment); scatter = one H2D copy per plane then kernel (staging -> pool).
+  // Stream order makes reusing the one staging buffer safe.
+  Status enqueue_stages(const detail::PageCopyJob& job, std::uint32_t per_stage) {
+    const auto pages = static_cast<std::uint32_t>(job.page_ids.size());
+    const bool gather = job.direction == detail::CopyDirection::kGather;
+    detail::PlaneRun runs[kMaxPlanesPerLayer];
+    auto params = std::make_unique<detail::PageCopyParams>();
+    for (std::uint32_t first = 0; first < pages; first += per_stage) {
+      const std::uint32_t count = std::min(per_stage, pages - first);
+      detail::make_stage(job, first, count, staging_, params.get(), runs);
+      if (gather) {
+        TIER_CUDA_RETURN_IF_ERROR(detail::launch_gather_stage(*params, stream_));
+      }
+      for (std::uint32_t q = 0; q < job.plane_count; ++q) {
+        std::byte* host = job.segment + runs[q].segment_offset;
+        unsigned char* stage = staging_ + runs[q].staging_offset;
+        if (gather) {
+          TIER_CUDA_RETURN_IF_ERROR(
+              cudaMemcpyAsync(host, stage, runs[q].bytes, cudaMemcpyDeviceToHost, stream_));
+        } else {
+          TIER_CUDA_RETURN_IF_ERROR(
+              cudaMemcpyAsync(stage, host, runs[q].bytes, cudaMemcpyHostToDevice, stream_));
+        }
+      }
+      if (!gather) {
+        TIER_CUDA_RETURN_IF_ERROR(detail::launch_scatter_stage(*params, stream_));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Result<Transfer> copy(void* dst, const void* src, std::uint64_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0) return Transfer();
+    if (dst == nullptr || src == nullptr) return invalid_argument("copy: null buffer");
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    DeviceGuard guard(options_.device);
+    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
+    Status status = cuda_status(
+        cudaMemcpyAsync(dst, src, bytes, kind, stream_),
+        kind == cudaMemcpyDeviceToHost ? "cudaMemcpyAsync(D2H)" : "cudaMemcpyAsync(H2D)");
+    if (!status.ok()) return abandon(std::move(status));
+    return record(bytes);
+  }
+
+  // An event after everything queued so far: the transfer's completion. submit_mu_ held.
+  Result<Transfer> record(std::uint64_t bytes) {
+    cudaEvent_t event = nullptr;
+    Status status =
+        cuda_status(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+    if (status.ok()) status = cuda_status(cudaEventRecord(event, stream_), "cudaEventRecord");
+    if (!status.ok()) {
+      if (event != nullptr) (void)cudaEventDestroy(event);
+      return abandon(std::move(status));
+    }
+    return Transfer(std::make_shared<CudaCompletion>(event), bytes);
+  }
+
+  // A submit failed part-way: wait for what it queued so no caller buffer is still in use, then
+  // report the first error. submit_mu_ held.
+  Status abandon(Status status) {
+    (void)cudaStreamSynchronize(stream_);
+    return status;
+  }
+
+  const CudaEngineOptions options_;
+  const std::shared_ptr<HostAllocator> host_allocator_;
+  cudaStream_t stream_ = nullptr;
+  unsigned char* staging_ = nullptr;  // options_.staging_bytes of device memory
+  std::string description_;
+  std::mutex submit_mu_;  // one submit at a time: a submit's stages share staging_
+};
+
+}  // namespace
+
+bool cuda_compiled_in() {
+  return true;
+}
+const char* cuda_architectures() {
+  return TIER_CUDA_ARCHITECTURES;
+}
+
+Result<int> cuda_device_count() {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();
+    return unavailable("no CUDA device present (cudaGetDeviceCount: " + cuda_error_text(error) +
+                       ")");
+  }
+  if (count <= 0) return unavailable("no CUDA device present");
+  return count;
+}
+
+Result<std::unique_ptr<TransferEngine>> make_cuda_transfer_engine(
+    const CudaEngineOptions& options) {
+  return CudaTransferEngine::create(options);
+}
+
+}  // namespace tier::device

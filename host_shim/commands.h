@@ -1,0 +1,17 @@
+// commands.h -- what tier-host does once its command line is parsed.
+#pragma once
+
+#include "server_config.h"
+
+namespace tier {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;  // the provider misbehaved / the job failed
+constexpr int kExitUsage = 2;   // bad flags, a plugin that cannot load or open
+
+// --check: exercise one provider through every ABI operation.
+int RunCheckCommand(const ServerConfig& config);
+// replay: a workload through catalog, planner and provider; prints the report.
+int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay);
+
+}  // namespace tier

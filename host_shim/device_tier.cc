@@ -1,0 +1,98 @@
+#include "device_tier.h"
+
+#include <tier/device/engine_select.h>
+
+#include <vector>
+
+namespace tier {
+namespace {
+
+Status FromDevice(const device::Status& status) {
+  return Status(TIER_IO_ERROR, "device: " + status.to_string());
+}
+
+// A checkpoint's segments in the engine's device memory, one allocation per non-empty segment.
+class EngineCopy : public DeviceCopy {
+ public:
+  std::vector<device::DeviceBuffer> segments;  // empty buffer for a zero-length segment
+};
+
+// The Device tier over tier_cuda's transfer engine: device memory and a dedicated stream on the
+// CUDA path, host memory and a worker thread on the CPU path (identical bytes).
+class EngineDeviceTier : public DeviceTier {
+ public:
+  EngineDeviceTier(std::unique_ptr<device::TransferEngine> engine, std::string path)
+      : engine_(std::move(engine)), path_(std::move(path)) {}
+
+  const char* path() const override { return path_.c_str(); }
+  std::string description() const override { return engine_->description(); }
+
+  Result<std::unique_ptr<DeviceCopy>> Upload(const SegmentBuffers& host) override {
+    auto copy = std::make_unique<EngineCopy>();
+    std::vector<device::Transfer> transfers;
+    for (const auto& segment : host) {
+      if (segment.empty()) {
+        copy->segments.emplace_back();
+        continue;
+      }
+      auto buffer = engine_->allocate_device(segment.size());
+      if (!buffer.ok()) return FromDevice(buffer.status());
+      auto transfer = engine_->copy_to_device(buffer.value().data(), segment.data(), segment.size());
+      if (!transfer.ok()) return FromDevice(transfer.status());
+      transfers.push_back(std::move(transfer.value()));
+      copy->segments.push_back(std::move(buffer.value()));
+    }
+    for (const device::Transfer& t : transfers) {
+      device::Status done = t.wait();
+      if (!done.ok()) return FromDevice(done);
+    }
+    return std::unique_ptr<DeviceCopy>(std::move(copy));
+  }
+
+  Status Download(const DeviceCopy& copy, SegmentBuffers* host) override {
+    const auto& segments = static_cast<const EngineCopy&>(copy).segments;
+    if (segments.size() != host->size()) {
+      return Status(TIER_INVALID_ARGUMENT, "device copy has another segment count");
+    }
+    std::vector<device::Transfer> transfers;
+    for (size_t i = 0; i < segments.size(); ++i) {
+      if ((*host)[i].size() != segments[i].bytes()) {
+        return Status(TIER_INVALID_ARGUMENT, "device segment " + std::to_string(i) +
+                                                 " has another size than its host buffer");
+      }
+      if (segments[i].bytes() == 0) continue;
+      auto transfer = engine_->copy_to_host((*host)[i].data(), segments[i].data(),
+                                            segments[i].bytes());
+      if (!transfer.ok()) return FromDevice(transfer.status());
+      transfers.push_back(std::move(transfer.value()));
+    }
+    for (const device::Transfer& t : transfers) {
+      device::Status done = t.wait();
+      if (!done.ok()) return FromDevice(done);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::unique_ptr<device::TransferEngine> engine_;
+  std::string path_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceTier>> SelectDeviceTier(const std::string& preference,
+                                                     std::string* reason) {
+  auto prefer = device::parse_device_preference(preference);
+  if (!prefer.ok()) return Status(TIER_INVALID_ARGUMENT, "--device: " + prefer.status().message());
+  device::EngineOptions options;
+  options.prefer = prefer.value();
+  device::EngineSelection selection = device::select_transfer_engine(options);
+  *reason = selection.reason;
+  if (selection.engine == nullptr) {
+    return Status(TIER_UNSUPPORTED, "--device " + preference + ": " + selection.reason);
+  }
+  return std::unique_ptr<DeviceTier>(
+      std::make_unique<EngineDeviceTier>(std::move(selection.engine), selection.path));
+}
+
+}  // namespace tier

@@ -1,0 +1,108 @@
+#include "tier/device/byte_shuffle.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "test_support.h"
+
+namespace tier::device {
+namespace {
+
+// The definition, written out: dst[b * n + i] = src[i * E + b], tail copied.
+std::vector<std::byte> reference_shuffle(const std::vector<std::byte>& src, std::uint32_t e) {
+  std::vector<std::byte> dst(src.size());
+  const std::size_t n = src.size() / e;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::uint32_t b = 0; b < e; ++b) dst[b * n + i] = src[i * e + b];
+  }
+  for (std::size_t k = n * e; k < src.size(); ++k) dst[k] = src[k];
+  return dst;
+}
+
+const std::vector<std::size_t> kSizes = {0,  1,  2,  3,  4,  5,   15,   16,   17,    31,
+                                         32, 33, 63, 64, 65, 127, 1000, 4099, 65536, 100003};
+
+TEST(ByteShuffleTest, MatchesTheDefinitionAndRoundTrips) {
+  for (std::uint32_t e : {2u, 4u}) {
+    for (std::size_t size : kSizes) {
+      SCOPED_TRACE("element_bytes " + std::to_string(e) + ", " + std::to_string(size) + " bytes");
+      const std::vector<std::byte> src = testing::random_bytes(size, size * 7 + e);
+      std::vector<std::byte> shuffled(size);
+      ASSERT_TRUE(byte_shuffle(src, shuffled, e).ok());
+      ASSERT_EQ(shuffled, reference_shuffle(src, e));
+      std::vector<std::byte> back(size);
+      ASSERT_TRUE(byte_unshuffle(shuffled, back, e).ok());
+      ASSERT_EQ(back, src);
+    }
+  }
+}
+
+TEST(ByteShuffleTest, GroupsTheHighBytesOfBf16) {
+  // BF16 values 1.0 (0x3F80) and -2.0 (0xC000), little endian.
+  const std::vector<std::byte> src = {std::byte{0x80}, std::byte{0x3F}, std::byte{0x00},
+                                      std::byte{0xC0}};
+  std::vector<std::byte> dst(4);
+  ASSERT_TRUE(byte_shuffle(src, dst, 2).ok());
+  EXPECT_EQ(dst, (std::vector<std::byte>{std::byte{0x80}, std::byte{0x00}, std::byte{0x3F},
+                                         std::byte{0xC0}}));
+}
+
+TEST(ByteShuffleTest, RefusesBadArguments) {
+  std::vector<std::byte> a(64), b(64), c(63);
+  EXPECT_EQ(byte_shuffle(a, b, 3).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(byte_shuffle(a, b, 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(byte_shuffle(a, c, 2).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(byte_unshuffle(a, std::span<std::byte>(a.data() + 8, 56), 2).code(),
+            StatusCode::kInvalidArgument);
+  const Status overlap = byte_shuffle(std::span<const std::byte>(a.data(), 32),
+                                      std::span<std::byte>(a.data() + 16, 32), 2);
+  EXPECT_EQ(overlap.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(overlap.message().find("overlap"), std::string::npos);
+}
+
+// The engines' device-memory shuffle gives the CPU function's bytes (CUDA: when present).
+class EngineShuffleTest : public ::testing::TestWithParam<testing::EngineKind> {};
+
+TEST_P(EngineShuffleTest, MatchesCpuShuffle) {
+  TIER_MAKE_ENGINE_OR_SKIP(engine, GetParam());
+  for (std::uint32_t e : {2u, 4u}) {
+    for (std::size_t size : kSizes) {
+      if (size == 0) continue;
+      SCOPED_TRACE("element_bytes " + std::to_string(e) + ", " + std::to_string(size) + " bytes");
+      const std::vector<std::byte> src = testing::random_bytes(size, size + e);
+      Result<DeviceBuffer> d_src = engine->allocate_device(size);
+      Result<DeviceBuffer> d_dst = engine->allocate_device(size);
+      Result<DeviceBuffer> d_back = engine->allocate_device(size);
+      ASSERT_TRUE(d_src.ok() && d_dst.ok() && d_back.ok());
+      ASSERT_TRUE(engine->copy_to_device(d_src->data(), src.data(), size).ok());
+      ASSERT_TRUE(engine->byte_shuffle(d_dst->data(), d_src->data(), size, e, false).ok());
+      ASSERT_TRUE(engine->byte_shuffle(d_back->data(), d_dst->data(), size, e, true).ok());
+      std::vector<std::byte> shuffled(size), back(size);
+      ASSERT_TRUE(engine->copy_to_host(shuffled.data(), d_dst->data(), size).ok());
+      Result<Transfer> last = engine->copy_to_host(back.data(), d_back->data(), size);
+      ASSERT_TRUE(last.ok());
+      ASSERT_TRUE(last->wait().ok());  // stream order: everything before it is done too
+      std::vector<std::byte> want(size);
+      ASSERT_TRUE(byte_shuffle(src, want, e).ok());
+      ASSERT_EQ(shuffled, want);
+      ASSERT_EQ(back, src);
+    }
+  }
+  Result<DeviceBuffer> buf = engine->allocate_device(64);
+  ASSERT_TRUE(buf.ok());
+  EXPECT_EQ(engine->byte_shuffle(buf->data(), buf->data() + 8, 32, 2, false).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->byte_shuffle(buf->data(), buf->data() + 32, 32, 8, false).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, EngineShuffleTest,
+                         ::testing::Values(testing::EngineKind::kCpuInline,
+                                           testing::EngineKind::kCpuWorker),
+                         [](const auto& info) { return testing::engine_kind_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Gpu, EngineShuffleTest, ::testing::Values(testing::EngineKind::kCuda),
+                         [](const auto& info) { return testing::engine_kind_name(info.param); });
+
+}  // namespace
+}  // namespace tier::device

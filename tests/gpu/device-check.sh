@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# tests/gpu/device-check.sh [RESULTS_DIR]
+#
+# On a machine with an NVIDIA GPU: builds tier_cuda (Release, CUDA on, sm_80/89/90/120 unless
+# CMAKE_CUDA_ARCHITECTURES says otherwise), runs the GPU tests (the CUDA path's bytes against the
+# CPU path's), runs tier-device-bench (pinned H2D/D2H GB/s, gather/scatter GB/s of a 100k-token
+# INT8 checkpoint, device shuffle GB/s, byte-exact verification), and writes into RESULTS_DIR
+# (default: $OUT, else build-device-check/results):
+#   summary.txt      what is printed at the end: device, test counts, benchmark numbers, verdict
+#   bench.json       the benchmark's numbers        gpu-tests.json  GoogleTest's report
+#   device-check.log everything the steps printed
+# Exit 0 only when the build worked, no test failed, no GPU test was skipped on a GPU machine,
+# and the benchmark verified its bytes. Budget: under five minutes (each step has a timeout).
+#
+# Environment: CMAKE_CUDA_ARCHITECTURES (e.g. "90" to build faster), TIER_BENCH_TOKENS (100000),
+# TIER_BENCH_COPY_MIB (1024), TIER_DEVICE_CHECK_BUILD (build dir, default build-device-check),
+# TIER_DEVICE_CHECK_NO_CMAKE=1 (build the benchmark alone with nvcc, as on a machine without CMake),
+# TIER_GTEST_SOURCE_DIR (GoogleTest sources to build when none is installed; default
+# /usr/src/googletest).
+# On a machine without a GPU it still builds and runs everything (the GPU tests skip, the
+# benchmark takes the CPU path) and exits 3: the CUDA path was not exercised.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${TIER_DEVICE_CHECK_BUILD:-$root/build-device-check}
+out=${1:-${OUT:-$build/results}}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+archs=${CMAKE_CUDA_ARCHITECTURES:-80;89;90;120}
+tokens=${TIER_BENCH_TOKENS:-100000}
+copy_mib=${TIER_BENCH_COPY_MIB:-1024}
+log=$out/device-check.log
+summary=$out/summary.txt
+: >"$log"
+start=$SECONDS
+verdict=PASS
+notes=()
+
+say() { printf '%s\n' "$*" | tee -a "$log"; }
+fail() {
+  verdict=FAIL
+  notes+=("$*")
+  say "device-check: FAIL: $*"
+}
+# run TIMEOUT_S CMD...: runs with a timeout, output to the log and the terminal.
+run() {
+  local limit=$1
+  shift
+  say "+ $*"
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee -a "$log"
+  return "${PIPESTATUS[0]}"
+}
+
+say "device-check: $(date -u +%FT%TZ) in $root, results in $out"
+
+# ---- 0. the machine ---------------------------------------------------------------------------
+gpu_present=no
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >>"$log" 2>&1; then
+  gpu_present=yes
+  gpu_name=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n 1)
+else
+  gpu_name="none (nvidia-smi found no GPU)"
+fi
+say "gpu: $gpu_name"
+nvcc=${CUDACXX:-}
+[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+[ -z "$nvcc" ] && nvcc=$(command -v nvcc || true)
+if [ -z "$nvcc" ]; then
+  fail "no nvcc (set CUDACXX or install the CUDA toolkit)"
+else
+  say "nvcc: $nvcc ($("$nvcc" --version | tail -n 1))"
+fi
+
+# ---- 1. build ---------------------------------------------------------------------------------
+tests_bin=$build/tests/cuda/tier_cuda_tests
+bench_bin=$build/cuda/tier-device-bench
+built=no
+if [ -n "$nvcc" ]; then
+  if [ -z "${TIER_DEVICE_CHECK_NO_CMAKE:-}" ] && command -v cmake >/dev/null 2>&1; then
+    gen=()
+    command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+    if run 120 cmake -S "$root/tests/gpu" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CUDA_COMPILER="$nvcc" "-DCMAKE_CUDA_ARCHITECTURES=$archs" \
+      ${TIER_GTEST_SOURCE_DIR:+"-DTIER_GTEST_SOURCE_DIR=$TIER_GTEST_SOURCE_DIR"} &&
+      run 240 cmake --build "$build" --parallel "$(nproc)"; then
+      built=yes
+    else
+      fail "build failed (see device-check.log)"
+    fi
+  else
+    # No CMake on the machine: build the benchmark alone with nvcc (it verifies its own bytes).
+    say "cmake not found: building tier-device-bench directly with nvcc; GPU tests not built"
+    mkdir -p "$build/cuda"
+    gencode=()
+    for a in ${archs//;/ }; do gencode+=("-gencode=arch=compute_$a,code=[sm_$a,compute_$a]"); done
+    srcs=()
+    for f in "$root"/cuda/src/*.cpp "$root"/cuda/src/cuda/*.cpp "$root"/cuda/src/cuda/*.cu \
+      "$root/cuda/bench/device_bench.cpp"; do
+      case $f in *cuda_unavailable.cpp) ;; *) srcs+=("$f") ;; esac
+    done
+    if run 240 "$nvcc" -O2 -std=c++20 "${gencode[@]}" -I"$root/cuda/include" -I"$root/cuda/src" \
+      -DTIER_DEVICE_HAVE_CUDA=1 "-DTIER_CUDA_ARCHITECTURES=\"${archs//;/ }\"" -cudart static \
+      -Xcompiler=-Wall,-Wextra "${srcs[@]}" -o "$bench_bin"; then
+      built=yes
+    else
+      fail "nvcc build of tier-device-bench failed"
+    fi
+  fi
+fi
+
+# ---- 2. GPU tests -----------------------------------------------------------------------------
+passed=0 skipped=0 failed=0
+if [ "$built" = yes ] && [ -x "$tests_bin" ]; then
+  run 150 "$tests_bin" --gtest_output="json:$out/gpu-tests.json" >"$out/gpu-tests.log"
+  rc=$?
+  passed=$(grep -oE '^\[  PASSED  \] [0-9]+' "$out/gpu-tests.log" | grep -oE '[0-9]+$' || echo 0)
+  skipped=$(grep -oE '^\[  SKIPPED \] [0-9]+ test' "$out/gpu-tests.log" | grep -oE '[0-9]+' || echo 0)
+  failed=$(grep -oE '^\[  FAILED  \] [0-9]+ test' "$out/gpu-tests.log" | grep -oE '[0-9]+' || echo 0)
+  [ "$rc" -ne 0 ] && fail "tier_cuda_tests exited $rc ($failed failed)"
+  if [ "$gpu_present" = yes ] && [ "${skipped:-0}" -gt 0 ]; then
+    fail "$skipped GPU tests skipped on a machine with a GPU: $(grep -m1 'no CUDA device present' "$out/gpu-tests.log")"
+  fi
+elif [ "$built" = yes ]; then
+  notes+=("GPU tests not built (GoogleTest or CMake missing): only the benchmark's verification ran")
+fi
+
+# ---- 3. benchmark -----------------------------------------------------------------------------
+if [ "$built" = yes ]; then
+  path=cuda
+  [ "$gpu_present" = yes ] || path=auto
+  if ! run 150 "$bench_bin" --path "$path" --tokens "$tokens" --copy-mib "$copy_mib" \
+    --json "$out/bench.json" >"$out/bench.log"; then
+    fail "tier-device-bench failed or did not verify its bytes"
+  fi
+fi
+
+# ---- 4. summary -------------------------------------------------------------------------------
+elapsed=$((SECONDS - start))
+[ "$elapsed" -gt 300 ] && fail "took ${elapsed}s, over the five-minute budget"
+if [ "$verdict" = PASS ] && [ "$gpu_present" = no ]; then
+  verdict="NO GPU (everything else passed; the CUDA path was not exercised)"
+  notes+=("no GPU on this machine: run this on one with an NVIDIA GPU")
+fi
+{
+  echo "tier device check: $verdict"
+  echo "gpu:        $gpu_name"
+  echo "built:      $built (CUDA architectures: $archs)"
+  echo "gpu tests:  $passed passed, $skipped skipped, $failed failed"
+  if [ -f "$out/bench.log" ]; then
+    grep -E '^(path|reason|engine|host memory|h2d|d2h|shuffle|checkpoint|gather|scatter|verify):' \
+      "$out/bench.log" | sed 's/^/bench:      /'
+  fi
+  echo "elapsed:    ${elapsed}s"
+  for n in "${notes[@]}"; do echo "note:       $n"; done
+  echo "results:    $out"
+} >"$summary"
+tee -a "$log" <"$summary"
+case $verdict in
+  PASS) exit 0 ;;
+  NO\ GPU*) exit 3 ;;
+  *) exit 1 ;;
+esac

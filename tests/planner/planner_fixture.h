@@ -1,0 +1,54 @@
+// planner_fixture.h -- a planner over a tiny model profile (sizes easy to reason about) and a
+// provider chosen per test.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cold_tier.h"
+#include "cost_model.h"
+#include "device_tier.h"
+#include "host_services.h"
+#include "metrics_registry.h"
+#include "planner.h"
+#include "plugin_loader.h"
+#include "provider_instance.h"
+#include "server_metrics.h"
+
+namespace tier::test {
+
+// 2 layers of 64 bytes per token, a 1000-byte state image, a 100-byte hidden state.
+ModelProfile TinyProfile();
+
+class PlannerTest : public ::testing::Test {
+ protected:
+  // Builds the planner over `plugin` with Device and Host budgets in logical bytes.
+  void Build(const std::string& plugin, const ProviderOptions& options, uint64_t device_bytes,
+             uint64_t host_bytes);
+  // Logical bytes of a checkpoint of `blocks` blocks (the manifest estimated at 200 bytes).
+  uint64_t Bytes(size_t blocks) const { return profile_.CheckpointBytes(blocks * 512) + 200; }
+  void TearDown() override;
+
+  // Blocks {base, base+1, ...} of length n.
+  static std::vector<uint64_t> Blocks(uint64_t base, size_t n);
+  CheckpointEntry* Seal(const std::vector<uint64_t>& blocks, uint64_t now_s);
+  CheckpointEntry* Find(const std::vector<uint64_t>& blocks) const;
+  uint8_t PlacementsOf(const std::vector<uint64_t>& blocks) const;
+  double Counter(const std::string& series) const;  // value of a line of the exposition, or -1
+
+  ModelProfile profile_ = TinyProfile();
+  CostModel cost_{profile_};
+  MetricsRegistry registry_;
+  HostServices host_{&registry_};
+  ServerMetrics metrics_{&registry_};
+  std::unique_ptr<DeviceTier> device_;
+  std::shared_ptr<PluginLibrary> library_;
+  std::unique_ptr<ProviderInstance> instance_;
+  std::unique_ptr<ColdTier> cold_;
+  std::unique_ptr<Planner> planner_;
+};
+
+}  // namespace tier::test
