@@ -13,9 +13,13 @@
 namespace tier {
 namespace {
 
-// Slack the planner reserves per segment for a provider's headers and alignment when it checks
-// that a spill fits; the provider's own NO_SPACE remains the authority.
-constexpr uint64_t kColdOverheadPerSegment = 4096;
+// What the planner expects a spill to take in the cold tier, before the provider says: the data
+// plus room for headers, a 4 KiB-aligned start per segment and per 1 MiB chunk. The provider's own
+// NO_SPACE remains the authority (the planner then makes more room once and retries).
+uint64_t ColdBytesNeeded(const CheckpointEntry& entry) {
+  return entry.physical_bytes + entry.physical_bytes / 256 + 8192 * (entry.segments.size() + 2) +
+         entry.manifest.size();
+}
 
 uint64_t ScaledBytes(uint64_t logical, uint64_t scale) {
   if (logical == 0) return 0;
@@ -276,6 +280,7 @@ bool Planner::MakeRoomOnHost(uint64_t logical_bytes, uint64_t now_ns) {
     progress = false;
     std::vector<InFlight> in_flight;
     uint64_t releasing = 0;  // Host bytes freed once the in-flight spills complete
+    uint64_t reserving = 0;  // cold bytes the in-flight spills may take
     auto over = [&] {
       return catalog_.logical_bytes_in(kHost) - releasing + logical_bytes > capacity;
     };
@@ -290,15 +295,18 @@ bool Planner::MakeRoomOnHost(uint64_t logical_bytes, uint64_t now_ns) {
       }
       if (victim->spill_failed) continue;  // its Host copy stays unless nothing else can go
       // The Host copy is the last one: spill it to Cold if the tier can take it, else drop it.
-      const uint64_t need =
-          victim->physical_bytes + kColdOverheadPerSegment * (victim->segments.size() + 2);
-      if (!MakeRoomOnCold(need, Value(*victim, now_ns), now_ns)) {
+      const uint64_t need = ColdBytesNeeded(*victim);
+      if (!MakeRoomOnCold(reserving + need, Value(*victim, now_ns), now_ns)) {
         Drop(victim, "host");
         progress = true;
         continue;
       }
       auto segments = Segments(*victim, *victim->host_copy);
       auto spill = cold_->Spill(victim->key, segments);
+      if (!spill.ok() && spill.status().code() == TIER_NO_SPACE &&
+          MakeRoomOnCold(reserving + 2 * need, Value(*victim, now_ns), now_ns)) {
+        spill = cold_->Spill(victim->key, segments);  // the provider's overhead was larger
+      }
       progress = true;
       if (!spill.ok()) {
         ++totals_.spill_failures;
@@ -310,6 +318,7 @@ bool Planner::MakeRoomOnHost(uint64_t logical_bytes, uint64_t now_ns) {
       }
       ++victim->pins;  // the operation uses the Host copy until it completes
       releasing += victim->logical_bytes;
+      reserving += need;
       in_flight.push_back({victim, spill.take()});
     }
     for (InFlight& op : in_flight) {
