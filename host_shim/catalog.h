@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "host_copy.h"
 #include "tier_provider.h"
 
 namespace tier {
@@ -30,9 +31,6 @@ struct SegmentSpec {
   uint64_t logical_bytes = 0;
   uint64_t physical_bytes = 0;
 };
-
-// Segment bytes held by the Host tier (and staged for the Device tier), one buffer per segment.
-using SegmentBuffers = std::vector<std::vector<std::byte>>;
 
 // The bytes of one checkpoint in device memory (device_tier.h makes them). Owned by its entry.
 class DeviceCopy {
@@ -59,7 +57,7 @@ struct CheckpointEntry {
   uint64_t generation = 0;          // changes whenever placements change (stale-plan detection)
   bool spill_failed = false;        // a spill of it failed; do not retry it
   bool readopted = false;           // adopted from the cold tier at start (survived a restart)
-  std::unique_ptr<SegmentBuffers> host_copy;    // present iff placements & kHost
+  std::unique_ptr<HostCopy> host_copy;          // present iff placements & kHost
   std::unique_ptr<DeviceCopy> device_copy;      // present iff placements & kDevice
 
   bool in(Placement p) const { return (placements & p) != 0; }

@@ -1,5 +1,7 @@
 #include "planner.h"
 
+#include <tier/device/host_arena.h>
+
 #include <algorithm>
 #include <cassert>
 #include <chrono>
@@ -32,7 +34,21 @@ Planner::Planner(PlannerConfig config, const CostModel& cost, DeviceTier* device
                  ServerMetrics* metrics)
     : config_(std::move(config)), cost_(cost), device_(device), cold_(cold), metrics_(metrics) {
   if (config_.bytes_scale == 0) config_.bytes_scale = 1;
+  // The arena bounds memory; the planner's logical accounting decides what lives in Host. Room
+  // for alignment padding and the transient copies of a promotion or a publication.
+  device::HostArenaOptions arena;
+  const uint64_t physical = config_.host_capacity_bytes / config_.bytes_scale;
+  arena.capacity_bytes = (physical * 2 + (64ull << 20) + 4095) / 4096 * 4096;
+  arena.chunk_bytes = std::min<uint64_t>(256ull << 20, arena.capacity_bytes);
+  auto created = device::HostArena::create(arena, device_->host_allocator());
+  if (!created.ok()) {
+    Log(TIER_LOG_ERROR, "planner: host arena: " + created.status().to_string());
+    std::abort();
+  }
+  arena_ = std::move(created.value());
 }
+
+Planner::~Planner() = default;
 
 double Planner::Value(const CheckpointEntry& entry, uint64_t now_ns) const {
   const double per_byte = static_cast<double>(entry.prefill_saved_ns) /
@@ -64,46 +80,52 @@ std::vector<SegmentSpec> Planner::Layout(uint64_t tokens, size_t manifest_bytes)
   return layout;
 }
 
-std::unique_ptr<SegmentBuffers> Planner::EmptyBuffers(const CheckpointEntry& entry) const {
-  auto buffers = std::make_unique<SegmentBuffers>();
-  for (const SegmentSpec& s : entry.segments) buffers->emplace_back(s.physical_bytes);
-  return buffers;
+std::unique_ptr<HostCopy> Planner::NewHostCopy(const CheckpointEntry& entry) {
+  std::vector<uint64_t> sizes;
+  for (const SegmentSpec& s : entry.segments) sizes.push_back(s.physical_bytes);
+  auto copy = HostCopy::Allocate(arena_.get(), sizes);
+  if (!copy.ok()) {
+    Log(TIER_LOG_WARN, "planner: " + copy.status().ToString());
+    return nullptr;
+  }
+  return copy.take();
 }
 
-std::unique_ptr<SegmentBuffers> Planner::FreshBytes(const CheckpointEntry& entry) const {
-  auto buffers = EmptyBuffers(entry);
+std::unique_ptr<HostCopy> Planner::FreshBytes(const CheckpointEntry& entry) {
+  auto copy = NewHostCopy(entry);
+  if (copy == nullptr) return nullptr;
   for (size_t i = 0; i < entry.segments.size(); ++i) {
     const SegmentSpec& s = entry.segments[i];
     if (s.kind == TIER_SEGMENT_MANIFEST) {
-      std::memcpy((*buffers)[i].data(), entry.manifest.data(), entry.manifest.size());
+      std::memcpy(copy->segment(i).data(), entry.manifest.data(), entry.manifest.size());
     } else {
-      FillSegmentBytes(entry.key, s.kind, s.index, (*buffers)[i]);
+      FillSegmentBytes(entry.key, s.kind, s.index, copy->segment(i));
     }
   }
-  return buffers;
+  return copy;
 }
 
-std::vector<tier_segment> Planner::Segments(const CheckpointEntry& entry,
-                                            SegmentBuffers& buffers) const {
+std::vector<tier_segment> Planner::Segments(const CheckpointEntry& entry, HostCopy& copy) const {
   std::vector<tier_segment> segments;
   segments.reserve(entry.segments.size());
   for (size_t i = 0; i < entry.segments.size(); ++i) {
     const SegmentSpec& s = entry.segments[i];
-    segments.push_back({s.kind, s.index, s.physical_bytes, buffers[i].data()});
+    segments.push_back({s.kind, s.index, s.physical_bytes, copy.segment(i).data()});
   }
   return segments;
 }
 
-bool Planner::Verify(const CheckpointEntry& entry, const SegmentBuffers& buffers) {
-  bool exact = buffers.size() == entry.segments.size();
+bool Planner::Verify(const CheckpointEntry& entry, const HostCopy& copy) {
+  bool exact = copy.segment_count() == entry.segments.size();
   for (size_t i = 0; exact && i < entry.segments.size(); ++i) {
     const SegmentSpec& s = entry.segments[i];
-    if (buffers[i].size() != s.physical_bytes) {
+    const std::span<const std::byte> bytes = copy.segment(i);
+    if (bytes.size() != s.physical_bytes) {
       exact = false;
     } else if (s.kind == TIER_SEGMENT_MANIFEST) {
-      exact = std::memcmp(buffers[i].data(), entry.manifest.data(), entry.manifest.size()) == 0;
+      exact = std::memcmp(bytes.data(), entry.manifest.data(), entry.manifest.size()) == 0;
     } else {
-      exact = SegmentBytesMatch(entry.key, s.kind, s.index, buffers[i]);
+      exact = SegmentBytesMatch(entry.key, s.kind, s.index, bytes);
     }
   }
   ++totals_.verified_restores;
@@ -363,7 +385,8 @@ bool Planner::DemoteFromDevice(CheckpointEntry* entry, uint64_t now_ns, uint64_t
     const bool room = MakeRoomOnHost(entry->logical_bytes, now_ns);
     --entry->pins;
     if (!room) return false;
-    auto host = EmptyBuffers(*entry);
+    auto host = NewHostCopy(*entry);
+    if (host == nullptr) return false;
     Status copied = device_->Download(*entry->device_copy, host.get());
     if (!copied.ok()) {
       Log(TIER_LOG_WARN, "planner: device-to-host copy failed: " + copied.ToString());
@@ -409,8 +432,9 @@ bool Planner::PromoteToDevice(CheckpointEntry* entry, uint64_t now_ns, uint64_t*
     return false;
   }
   // Verify what reached the device by reading it back through the same path.
-  auto check = EmptyBuffers(*entry);
-  if (!device_->Download(*copy.value(), check.get()).ok() || !Verify(*entry, *check)) {
+  auto check = NewHostCopy(*entry);
+  if (check == nullptr || !device_->Download(*copy.value(), check.get()).ok() ||
+      !Verify(*entry, *check)) {
     return false;
   }
   *ns += cost_.HostToDeviceNs(entry->logical_bytes, entry->segments.size());
@@ -462,8 +486,12 @@ AdmissionResult Planner::TryColdRestore(CheckpointEntry* entry, uint64_t now_ns,
     *skip = RootReason::kBusy;
     return result;
   }
+  auto buffers = NewHostCopy(*entry);
+  if (buffers == nullptr) {
+    *skip = RootReason::kBusy;
+    return result;
+  }
   ++entry->pins;
-  auto buffers = EmptyBuffers(*entry);
   auto segments = Segments(*entry, *buffers);
   const Completion done = cold_->RestoreAndWait(key, segments);
   if (!done.status.ok()) {
@@ -617,6 +645,7 @@ CheckpointEntry* Planner::Seal(std::span<const uint64_t> blocks, uint64_t tokens
   // of pinned state.
   uint64_t ignored_ns = 0;
   auto bytes = FreshBytes(*entry);
+  if (bytes == nullptr) return nullptr;
   if (MakeRoomOnDevice(entry->logical_bytes, now_ns, &ignored_ns)) {
     auto copy = device_->Upload(*bytes);
     if (copy.ok()) {
