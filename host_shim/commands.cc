@@ -73,15 +73,16 @@ Result<ReplayReport> ReplayOnce(const ServerConfig& config, const ReplayConfig& 
   planner_config.bytes_scale = config.bytes_scale;
   Planner planner(planner_config, cost, device, &cold, &server_metrics);
   Status started = planner.Start();
-  if (!started.ok()) return Status(started.code(), "re-adopting cold checkpoints: " + started.ToString());
+  if (!started.ok())
+    return Status(started.code(), "re-adopting cold checkpoints: " + started.ToString());
   auto info = instance.Info();
   const std::string name = instance.library().name();
-  Log(TIER_LOG_INFO, "replay: " + workload.name + " (" + std::to_string(workload.requests.size()) +
-                         " requests) with the " + name + " provider" +
-                         (info.ok() && info.value().io_path ? std::string(", io path ") +
-                                                                  info.value().io_path
-                                                            : std::string()) +
-                         ", namespace " + namespace_id);
+  Log(TIER_LOG_INFO,
+      "replay: " + workload.name + " (" + std::to_string(workload.requests.size()) +
+          " requests) with the " + name + " provider" +
+          (info.ok() && info.value().io_path ? std::string(", io path ") + info.value().io_path
+                                             : std::string()) +
+          ", namespace " + namespace_id);
   ReplayOptions options_run;
   options_run.max_concurrency = config.max_concurrency;
   options_run.progress = replay_config.progress;

@@ -41,7 +41,8 @@ class EngineDeviceTier : public DeviceTier {
       }
       auto buffer = engine_->allocate_device(segment.size());
       if (!buffer.ok()) return FromDevice(buffer.status());
-      auto transfer = engine_->copy_to_device(buffer.value().data(), segment.data(), segment.size());
+      auto transfer =
+          engine_->copy_to_device(buffer.value().data(), segment.data(), segment.size());
       if (!transfer.ok()) return FromDevice(transfer.status());
       transfers.push_back(std::move(transfer.value()));
       copy->segments.push_back(std::move(buffer.value()));
@@ -65,8 +66,8 @@ class EngineDeviceTier : public DeviceTier {
                                                  " has another size than its host buffer");
       }
       if (segments[i].bytes() == 0) continue;
-      auto transfer = engine_->copy_to_host(host->segment(i).data(), segments[i].data(),
-                                            segments[i].bytes());
+      auto transfer =
+          engine_->copy_to_host(host->segment(i).data(), segments[i].data(), segments[i].bytes());
       if (!transfer.ok()) return FromDevice(transfer.status());
       transfers.push_back(std::move(transfer.value()));
     }

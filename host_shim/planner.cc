@@ -176,12 +176,11 @@ Status Planner::Start() {
     // The stored segment table must be the one this profile and scale produce.
     bool same_table = e.segment_count == entry->segments.size();
     for (uint32_t i = 0; same_table && i < e.segment_count; ++i) {
-      same_table = std::any_of(entry->segments.begin(), entry->segments.end(),
-                               [&](const SegmentSpec& s) {
-                                 return s.kind == e.segments[i].kind &&
-                                        s.index == e.segments[i].index &&
-                                        s.physical_bytes == e.segments[i].length_bytes;
-                               });
+      same_table =
+          std::any_of(entry->segments.begin(), entry->segments.end(), [&](const SegmentSpec& s) {
+            return s.kind == e.segments[i].kind && s.index == e.segments[i].index &&
+                   s.physical_bytes == e.segments[i].length_bytes;
+          });
     }
     if (!same_table) {
       ++refused;
@@ -197,11 +196,11 @@ Status Planner::Start() {
   if (!walked.ok()) return walked;
   totals_.readopted = adopted;
   metrics_->Readopted(adopted);
-  Log(TIER_LOG_INFO, "planner: re-adopted " + std::to_string(adopted) +
-                         " cold checkpoint(s) of namespace '" + config_.namespace_id + "'" +
-                         (refused > 0 ? ", ignored " + std::to_string(refused) +
-                                            " of another layout or scale"
-                                      : std::string()));
+  Log(TIER_LOG_INFO,
+      "planner: re-adopted " + std::to_string(adopted) + " cold checkpoint(s) of namespace '" +
+          config_.namespace_id + "'" +
+          (refused > 0 ? ", ignored " + std::to_string(refused) + " of another layout or scale"
+                       : std::string()));
   UpdateGauges();
   return Status::Ok();
 }
@@ -243,8 +242,8 @@ void Planner::Drop(CheckpointEntry* entry, const char* from) {
   if (entry->in(kCold) && cold_ != nullptr) {
     Status removed = cold_->Remove(entry->key);
     if (!removed.ok() && removed.code() != TIER_NOT_FOUND) {
-      Log(TIER_LOG_WARN, "planner: cold remove of " + KeyHex(entry->key) +
-                             " failed: " + removed.ToString());
+      Log(TIER_LOG_WARN,
+          "planner: cold remove of " + KeyHex(entry->key) + " failed: " + removed.ToString());
     }
   }
   for (Placement p : {kDevice, kHost, kCold}) {
@@ -270,8 +269,8 @@ bool Planner::MakeRoomOnCold(uint64_t stored_bytes, double below_value, uint64_t
     const uint64_t freed = victim->cold_stored_bytes;
     Status removed = cold_->Remove(victim->key);
     if (!removed.ok() && removed.code() != TIER_NOT_FOUND) {
-      Log(TIER_LOG_WARN, "planner: cold remove of " + KeyHex(victim->key) +
-                             " failed: " + removed.ToString());
+      Log(TIER_LOG_WARN,
+          "planner: cold remove of " + KeyHex(victim->key) + " failed: " + removed.ToString());
       continue;
     }
     used = used > freed ? used - freed : 0;
@@ -298,7 +297,8 @@ bool Planner::MakeRoomOnHost(uint64_t logical_bytes, uint64_t now_ns) {
   };
   // Rounds: release or spill victims until enough bytes are on their way out, wait for the
   // spills, and go again if some failed (their Host copies stay).
-  for (bool progress = true; progress && catalog_.logical_bytes_in(kHost) + logical_bytes > capacity;) {
+  for (bool progress = true;
+       progress && catalog_.logical_bytes_in(kHost) + logical_bytes > capacity;) {
     progress = false;
     std::vector<InFlight> in_flight;
     uint64_t releasing = 0;  // Host bytes freed once the in-flight spills complete
@@ -359,8 +359,8 @@ bool Planner::MakeRoomOnHost(uint64_t logical_bytes, uint64_t now_ns) {
         ++totals_.spill_failures;
         e->spill_failed = true;
         metrics_->SpillFailure("kept_host");
-        Log(TIER_LOG_WARN, "planner: spill of " + KeyHex(e->key) + " failed: " +
-                               done.status.ToString() + " (Host copy kept)");
+        Log(TIER_LOG_WARN, "planner: spill of " + KeyHex(e->key) +
+                               " failed: " + done.status.ToString() + " (Host copy kept)");
       }
     }
   }
@@ -455,8 +455,7 @@ void Planner::ForgetCold(CheckpointEntry* entry) {
   }
 }
 
-AdmissionResult Planner::TryColdRestore(CheckpointEntry* entry, uint64_t now_ns,
-                                        RootReason* skip) {
+AdmissionResult Planner::TryColdRestore(CheckpointEntry* entry, uint64_t now_ns, RootReason* skip) {
   AdmissionResult result;
   ColdTier::PhaseScope phase(cold_, IoPhase::kAdmission);
   const tier_key key = entry->key;
@@ -508,8 +507,8 @@ AdmissionResult Planner::TryColdRestore(CheckpointEntry* entry, uint64_t now_ns,
   if (!Verify(*entry, *buffers)) {
     --entry->pins;
     *skip = RootReason::kCorrupt;
-    Log(TIER_LOG_ERROR, "planner: cold restore of " + KeyHex(key) +
-                            " returned wrong bytes; not served");
+    Log(TIER_LOG_ERROR,
+        "planner: cold restore of " + KeyHex(key) + " returned wrong bytes; not served");
     return result;
   }
   totals_.restored_logical_bytes += entry->logical_bytes;

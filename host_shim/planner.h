@@ -29,11 +29,11 @@ class HostArena;
 namespace tier {
 
 struct PlannerConfig {
-  std::string namespace_id;                  // the model/layout fingerprint keys are made in
+  std::string namespace_id;                     // the model/layout fingerprint keys are made in
   uint64_t device_capacity_bytes = 8ull << 30;  // logical bytes of parked checkpoints on Device
   uint64_t host_capacity_bytes = 16ull << 30;   // logical bytes in pinned Host memory
-  uint64_t bytes_scale = 1;                  // physical bytes = logical / bytes_scale
-  double recency_half_life_s = 300;          // value halves after this much idle virtual time
+  uint64_t bytes_scale = 1;                     // physical bytes = logical / bytes_scale
+  double recency_half_life_s = 300;             // value halves after this much idle virtual time
 };
 
 struct AdmissionResult {
@@ -55,11 +55,11 @@ struct PlannerTotals {
   uint64_t peak_cold_stored_bytes = 0;
   uint64_t spills = 0;
   uint64_t spill_failures = 0;
-  uint64_t evictions = 0;           // checkpoints dropped from the catalog
-  uint64_t verified_restores = 0;   // restores whose bytes were compared
-  uint64_t mismatched_restores = 0; // ... and differed (must stay 0)
-  uint64_t readopted = 0;           // cold checkpoints adopted at start
-  uint64_t readopted_hits = 0;      // cold restores of re-adopted checkpoints
+  uint64_t evictions = 0;            // checkpoints dropped from the catalog
+  uint64_t verified_restores = 0;    // restores whose bytes were compared
+  uint64_t mismatched_restores = 0;  // ... and differed (must stay 0)
+  uint64_t readopted = 0;            // cold checkpoints adopted at start
+  uint64_t readopted_hits = 0;       // cold restores of re-adopted checkpoints
 };
 
 class Planner {
