@@ -55,9 +55,8 @@ Workload GenerateAgentsWorkload(const AgentsWorkloadOptions& options) {
   std::mt19937_64 rng(options.seed);
   std::uniform_int_distribution<uint64_t> user_tokens(2000, 12000);
   std::uniform_int_distribution<uint64_t> output_tokens(200, 1500);
-  std::uniform_int_distribution<uint64_t> target(options.min_history_tokens,
-                                                 std::max(options.min_history_tokens,
-                                                          options.max_history_tokens));
+  std::uniform_int_distribution<uint64_t> target(
+      options.min_history_tokens, std::max(options.min_history_tokens, options.max_history_tokens));
   std::exponential_distribution<double> think(1.0 / std::max(0.001, options.mean_think_s));
   std::uniform_real_distribution<double> start(0, options.session_start_spread_s);
   for (uint32_t s = 0; s < options.sessions; ++s) {

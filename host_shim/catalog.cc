@@ -10,9 +10,12 @@ namespace tier {
 
 const char* PlacementName(Placement placement) {
   switch (placement) {
-    case kDevice: return "device";
-    case kHost: return "host";
-    case kCold: return "cold";
+    case kDevice:
+      return "device";
+    case kHost:
+      return "host";
+    case kCold:
+      return "cold";
   }
   return "unknown";
 }
@@ -74,9 +77,9 @@ CheckpointEntry* Catalog::Find(const tier_key& key) const {
   return it == by_key_.end() ? nullptr : it->second.get();
 }
 
-std::vector<CheckpointEntry*> Catalog::LongestPrefixMatches(
-    std::span<const uint64_t> blocks, std::span<const uint64_t> prefix_hashes,
-    size_t limit) const {
+std::vector<CheckpointEntry*> Catalog::LongestPrefixMatches(std::span<const uint64_t> blocks,
+                                                            std::span<const uint64_t> prefix_hashes,
+                                                            size_t limit) const {
   assert(blocks.size() == prefix_hashes.size());
   std::vector<CheckpointEntry*> matches;
   for (size_t k = blocks.size(); k > 0 && matches.size() < limit; --k) {

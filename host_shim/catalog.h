@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "host_copy.h"
 #include "tier_provider.h"
 
 namespace tier {
@@ -31,9 +32,6 @@ struct SegmentSpec {
   uint64_t physical_bytes = 0;
 };
 
-// Segment bytes held by the Host tier (and staged for the Device tier), one buffer per segment.
-using SegmentBuffers = std::vector<std::vector<std::byte>>;
-
 // The bytes of one checkpoint in device memory (device_tier.h makes them). Owned by its entry.
 class DeviceCopy {
  public:
@@ -46,21 +44,21 @@ struct CheckpointEntry {
   uint64_t tokens = 0;           // the frontier this checkpoint restores to
   tier_key parent_key{};         // the checkpoint it extends (valid when has_parent)
   bool has_parent = false;
-  bool shared_prefix = false;    // published as a shared stable prefix (a system head)
+  bool shared_prefix = false;  // published as a shared stable prefix (a system head)
   std::vector<SegmentSpec> segments;
   std::vector<std::byte> manifest;  // the TIER_SEGMENT_MANIFEST bytes (identity, for re-adoption)
   uint64_t logical_bytes = 0;
   uint64_t physical_bytes = 0;
-  uint64_t prefill_saved_ns = 0;    // root prefill of `tokens`: what a hit on it saves
-  uint64_t last_use_ns = 0;         // virtual clock
-  uint8_t placements = 0;           // Placement bits
-  uint64_t cold_stored_bytes = 0;   // bytes the provider reported for it
-  uint32_t pins = 0;                // operations and requests using it: never dropped while > 0
-  uint64_t generation = 0;          // changes whenever placements change (stale-plan detection)
-  bool spill_failed = false;        // a spill of it failed; do not retry it
-  bool readopted = false;           // adopted from the cold tier at start (survived a restart)
-  std::unique_ptr<SegmentBuffers> host_copy;    // present iff placements & kHost
-  std::unique_ptr<DeviceCopy> device_copy;      // present iff placements & kDevice
+  uint64_t prefill_saved_ns = 0;        // root prefill of `tokens`: what a hit on it saves
+  uint64_t last_use_ns = 0;             // virtual clock
+  uint8_t placements = 0;               // Placement bits
+  uint64_t cold_stored_bytes = 0;       // bytes the provider reported for it
+  uint32_t pins = 0;                    // operations and requests using it: never dropped while > 0
+  uint64_t generation = 0;              // changes whenever placements change (stale-plan detection)
+  bool spill_failed = false;            // a spill of it failed; do not retry it
+  bool readopted = false;               // adopted from the cold tier at start (survived a restart)
+  std::unique_ptr<HostCopy> host_copy;  // present iff placements & kHost
+  std::unique_ptr<DeviceCopy> device_copy;  // present iff placements & kDevice
 
   bool in(Placement p) const { return (placements & p) != 0; }
 };

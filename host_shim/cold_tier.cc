@@ -4,10 +4,14 @@ namespace tier {
 
 const char* IoPhaseName(IoPhase phase) {
   switch (phase) {
-    case IoPhase::kIdle: return "idle";
-    case IoPhase::kAdmission: return "admission";
-    case IoPhase::kPressure: return "pressure";
-    case IoPhase::kStartup: return "startup";
+    case IoPhase::kIdle:
+      return "idle";
+    case IoPhase::kAdmission:
+      return "admission";
+    case IoPhase::kPressure:
+      return "pressure";
+    case IoPhase::kStartup:
+      return "startup";
   }
   return "unknown";
 }

@@ -73,15 +73,16 @@ Result<ReplayReport> ReplayOnce(const ServerConfig& config, const ReplayConfig& 
   planner_config.bytes_scale = config.bytes_scale;
   Planner planner(planner_config, cost, device, &cold, &server_metrics);
   Status started = planner.Start();
-  if (!started.ok()) return Status(started.code(), "re-adopting cold checkpoints: " + started.ToString());
+  if (!started.ok())
+    return Status(started.code(), "re-adopting cold checkpoints: " + started.ToString());
   auto info = instance.Info();
   const std::string name = instance.library().name();
-  Log(TIER_LOG_INFO, "replay: " + workload.name + " (" + std::to_string(workload.requests.size()) +
-                         " requests) with the " + name + " provider" +
-                         (info.ok() && info.value().io_path ? std::string(", io path ") +
-                                                                  info.value().io_path
-                                                            : std::string()) +
-                         ", namespace " + namespace_id);
+  Log(TIER_LOG_INFO,
+      "replay: " + workload.name + " (" + std::to_string(workload.requests.size()) +
+          " requests) with the " + name + " provider" +
+          (info.ok() && info.value().io_path ? std::string(", io path ") + info.value().io_path
+                                             : std::string()) +
+          ", namespace " + namespace_id);
   if (server != nullptr && replay_config.wait_for_scrape_s > 0) {
     // Every series exists now: let a scraper record them at zero before the replay moves them.
     const uint64_t started = server->scrapes_started();

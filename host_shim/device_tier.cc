@@ -25,19 +25,24 @@ class EngineDeviceTier : public DeviceTier {
       : engine_(std::move(engine)), path_(std::move(path)) {}
 
   const char* path() const override { return path_.c_str(); }
+  std::shared_ptr<device::HostAllocator> host_allocator() override {
+    return engine_->host_allocator();
+  }
   std::string description() const override { return engine_->description(); }
 
-  Result<std::unique_ptr<DeviceCopy>> Upload(const SegmentBuffers& host) override {
+  Result<std::unique_ptr<DeviceCopy>> Upload(const HostCopy& host) override {
     auto copy = std::make_unique<EngineCopy>();
     std::vector<device::Transfer> transfers;
-    for (const auto& segment : host) {
+    for (size_t i = 0; i < host.segment_count(); ++i) {
+      const std::span<const std::byte> segment = host.segment(i);
       if (segment.empty()) {
         copy->segments.emplace_back();
         continue;
       }
       auto buffer = engine_->allocate_device(segment.size());
       if (!buffer.ok()) return FromDevice(buffer.status());
-      auto transfer = engine_->copy_to_device(buffer.value().data(), segment.data(), segment.size());
+      auto transfer =
+          engine_->copy_to_device(buffer.value().data(), segment.data(), segment.size());
       if (!transfer.ok()) return FromDevice(transfer.status());
       transfers.push_back(std::move(transfer.value()));
       copy->segments.push_back(std::move(buffer.value()));
@@ -49,20 +54,20 @@ class EngineDeviceTier : public DeviceTier {
     return std::unique_ptr<DeviceCopy>(std::move(copy));
   }
 
-  Status Download(const DeviceCopy& copy, SegmentBuffers* host) override {
+  Status Download(const DeviceCopy& copy, HostCopy* host) override {
     const auto& segments = static_cast<const EngineCopy&>(copy).segments;
-    if (segments.size() != host->size()) {
+    if (segments.size() != host->segment_count()) {
       return Status(TIER_INVALID_ARGUMENT, "device copy has another segment count");
     }
     std::vector<device::Transfer> transfers;
     for (size_t i = 0; i < segments.size(); ++i) {
-      if ((*host)[i].size() != segments[i].bytes()) {
+      if (host->segment(i).size() != segments[i].bytes()) {
         return Status(TIER_INVALID_ARGUMENT, "device segment " + std::to_string(i) +
                                                  " has another size than its host buffer");
       }
       if (segments[i].bytes() == 0) continue;
-      auto transfer = engine_->copy_to_host((*host)[i].data(), segments[i].data(),
-                                            segments[i].bytes());
+      auto transfer =
+          engine_->copy_to_host(host->segment(i).data(), segments[i].data(), segments[i].bytes());
       if (!transfer.ok()) return FromDevice(transfer.status());
       transfers.push_back(std::move(transfer.value()));
     }

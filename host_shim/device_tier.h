@@ -8,6 +8,10 @@
 #include "catalog.h"
 #include "status.h"
 
+namespace tier::device {
+class HostAllocator;
+}
+
 namespace tier {
 
 // Blocking copies between Host segment buffers and device memory. One thread at a time.
@@ -19,9 +23,11 @@ class DeviceTier {
   // "GPU 0: NVIDIA ..." or "CPU reference ...", for the start-up log line.
   virtual std::string description() const = 0;
   // Copies every segment to the device; returns once the copy is complete.
-  virtual Result<std::unique_ptr<DeviceCopy>> Upload(const SegmentBuffers& host) = 0;
-  // Copies a device copy back into `host`, whose buffers have the uploaded sizes.
-  virtual Status Download(const DeviceCopy& copy, SegmentBuffers* host) = 0;
+  virtual Result<std::unique_ptr<DeviceCopy>> Upload(const HostCopy& host) = 0;
+  // Copies a device copy back into `host`, whose segments have the uploaded sizes.
+  virtual Status Download(const DeviceCopy& copy, HostCopy* host) = 0;
+  // Where the Host tier's memory comes from: pinned on the CUDA path, page-aligned otherwise.
+  virtual std::shared_ptr<device::HostAllocator> host_allocator() = 0;
 };
 
 // The engine the transfer library selects at run time for `preference` ("auto": CUDA when a

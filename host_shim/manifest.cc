@@ -41,10 +41,10 @@ std::vector<std::byte> EncodeManifest(const Manifest& manifest) {
 }
 
 Result<Manifest> DecodeManifest(std::span<const std::byte> bytes) {
-  nlohmann::json doc = nlohmann::json::parse(reinterpret_cast<const char*>(bytes.data()),
-                                             reinterpret_cast<const char*>(bytes.data()) +
-                                                 bytes.size(),
-                                             nullptr, /*allow_exceptions=*/false);
+  nlohmann::json doc =
+      nlohmann::json::parse(reinterpret_cast<const char*>(bytes.data()),
+                            reinterpret_cast<const char*>(bytes.data()) + bytes.size(), nullptr,
+                            /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     return Status(TIER_INVALID_ARGUMENT, "manifest is not a JSON object");
   }

@@ -112,7 +112,8 @@ Result<ModelProfile> LoadModelProfile(const std::string& path) {
       Field(transfer, "h2d_ns_per_byte", &p.h2d_ns_per_byte, &error);
   if (!ok) return Status(TIER_INVALID_ARGUMENT, "model profile '" + path + "': " + error);
   if (!state.is_array()) {
-    return Status(TIER_INVALID_ARGUMENT, "model profile '" + path + "': state_image must be a list");
+    return Status(TIER_INVALID_ARGUMENT,
+                  "model profile '" + path + "': state_image must be a list");
   }
   for (const json& part : state) {
     StatePart s;

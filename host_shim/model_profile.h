@@ -17,16 +17,16 @@ struct StatePart {
 };
 
 struct ModelProfile {
-  std::string name;       // e.g. "qwen3.8-27b-int8-rtx5090"
-  std::string model;      // "Qwen3.8-27B"
-  std::string gpu;        // "RTX 5090"
-  std::string kv_dtype;   // "int8-g64"
+  std::string name;      // e.g. "qwen3.8-27b-int8-rtx5090"
+  std::string model;     // "Qwen3.8-27B"
+  std::string gpu;       // "RTX 5090"
+  std::string kv_dtype;  // "int8-g64"
   uint32_t tokens_per_page = 64;
   uint32_t full_attention_layers = 16;
   uint32_t kv_heads = 4;
   uint32_t head_dim = 256;
-  uint64_t kv_bytes_per_token = 0;  // all full-attention layers together
-  uint32_t mtp_layers = 0;          // speculative (MTP) layers, each the size of one KV layer
+  uint64_t kv_bytes_per_token = 0;     // all full-attention layers together
+  uint32_t mtp_layers = 0;             // speculative (MTP) layers, each the size of one KV layer
   std::vector<StatePart> state_image;  // recurrent state, conv history, DFlash rings
   uint64_t hidden_state_bytes = 0;
   // Prefill: chunk_ns * ceil(S / chunk_tokens) + token_ns * S + pair_ns * (B*S + S(S+1)/2).

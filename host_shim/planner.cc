@@ -1,5 +1,7 @@
 #include "planner.h"
 
+#include <tier/device/host_arena.h>
+
 #include <algorithm>
 #include <cassert>
 #include <chrono>
@@ -13,9 +15,13 @@
 namespace tier {
 namespace {
 
-// Slack the planner reserves per segment for a provider's headers and alignment when it checks
-// that a spill fits; the provider's own NO_SPACE remains the authority.
-constexpr uint64_t kColdOverheadPerSegment = 4096;
+// What the planner expects a spill to take in the cold tier, before the provider says: the data
+// plus room for headers, a 4 KiB-aligned start per segment and per 1 MiB chunk. The provider's own
+// NO_SPACE remains the authority (the planner then makes more room once and retries).
+uint64_t ColdBytesNeeded(const CheckpointEntry& entry) {
+  return entry.physical_bytes + entry.physical_bytes / 256 + 8192 * (entry.segments.size() + 2) +
+         entry.manifest.size();
+}
 
 uint64_t ScaledBytes(uint64_t logical, uint64_t scale) {
   if (logical == 0) return 0;
@@ -28,7 +34,21 @@ Planner::Planner(PlannerConfig config, const CostModel& cost, DeviceTier* device
                  ServerMetrics* metrics)
     : config_(std::move(config)), cost_(cost), device_(device), cold_(cold), metrics_(metrics) {
   if (config_.bytes_scale == 0) config_.bytes_scale = 1;
+  // The arena bounds memory; the planner's logical accounting decides what lives in Host. Room
+  // for alignment padding and the transient copies of a promotion or a publication.
+  device::HostArenaOptions arena;
+  const uint64_t physical = config_.host_capacity_bytes / config_.bytes_scale;
+  arena.capacity_bytes = (physical * 2 + (64ull << 20) + 4095) / 4096 * 4096;
+  arena.chunk_bytes = std::min<uint64_t>(256ull << 20, arena.capacity_bytes);
+  auto created = device::HostArena::create(arena, device_->host_allocator());
+  if (!created.ok()) {
+    Log(TIER_LOG_ERROR, "planner: host arena: " + created.status().to_string());
+    std::abort();
+  }
+  arena_ = std::move(created.value());
 }
+
+Planner::~Planner() = default;
 
 double Planner::Value(const CheckpointEntry& entry, uint64_t now_ns) const {
   const double per_byte = static_cast<double>(entry.prefill_saved_ns) /
@@ -60,46 +80,52 @@ std::vector<SegmentSpec> Planner::Layout(uint64_t tokens, size_t manifest_bytes)
   return layout;
 }
 
-std::unique_ptr<SegmentBuffers> Planner::EmptyBuffers(const CheckpointEntry& entry) const {
-  auto buffers = std::make_unique<SegmentBuffers>();
-  for (const SegmentSpec& s : entry.segments) buffers->emplace_back(s.physical_bytes);
-  return buffers;
+std::unique_ptr<HostCopy> Planner::NewHostCopy(const CheckpointEntry& entry) {
+  std::vector<uint64_t> sizes;
+  for (const SegmentSpec& s : entry.segments) sizes.push_back(s.physical_bytes);
+  auto copy = HostCopy::Allocate(arena_.get(), sizes);
+  if (!copy.ok()) {
+    Log(TIER_LOG_WARN, "planner: " + copy.status().ToString());
+    return nullptr;
+  }
+  return copy.take();
 }
 
-std::unique_ptr<SegmentBuffers> Planner::FreshBytes(const CheckpointEntry& entry) const {
-  auto buffers = EmptyBuffers(entry);
+std::unique_ptr<HostCopy> Planner::FreshBytes(const CheckpointEntry& entry) {
+  auto copy = NewHostCopy(entry);
+  if (copy == nullptr) return nullptr;
   for (size_t i = 0; i < entry.segments.size(); ++i) {
     const SegmentSpec& s = entry.segments[i];
     if (s.kind == TIER_SEGMENT_MANIFEST) {
-      std::memcpy((*buffers)[i].data(), entry.manifest.data(), entry.manifest.size());
+      std::memcpy(copy->segment(i).data(), entry.manifest.data(), entry.manifest.size());
     } else {
-      FillSegmentBytes(entry.key, s.kind, s.index, (*buffers)[i]);
+      FillSegmentBytes(entry.key, s.kind, s.index, copy->segment(i));
     }
   }
-  return buffers;
+  return copy;
 }
 
-std::vector<tier_segment> Planner::Segments(const CheckpointEntry& entry,
-                                            SegmentBuffers& buffers) const {
+std::vector<tier_segment> Planner::Segments(const CheckpointEntry& entry, HostCopy& copy) const {
   std::vector<tier_segment> segments;
   segments.reserve(entry.segments.size());
   for (size_t i = 0; i < entry.segments.size(); ++i) {
     const SegmentSpec& s = entry.segments[i];
-    segments.push_back({s.kind, s.index, s.physical_bytes, buffers[i].data()});
+    segments.push_back({s.kind, s.index, s.physical_bytes, copy.segment(i).data()});
   }
   return segments;
 }
 
-bool Planner::Verify(const CheckpointEntry& entry, const SegmentBuffers& buffers) {
-  bool exact = buffers.size() == entry.segments.size();
+bool Planner::Verify(const CheckpointEntry& entry, const HostCopy& copy) {
+  bool exact = copy.segment_count() == entry.segments.size();
   for (size_t i = 0; exact && i < entry.segments.size(); ++i) {
     const SegmentSpec& s = entry.segments[i];
-    if (buffers[i].size() != s.physical_bytes) {
+    const std::span<const std::byte> bytes = copy.segment(i);
+    if (bytes.size() != s.physical_bytes) {
       exact = false;
     } else if (s.kind == TIER_SEGMENT_MANIFEST) {
-      exact = std::memcmp(buffers[i].data(), entry.manifest.data(), entry.manifest.size()) == 0;
+      exact = std::memcmp(bytes.data(), entry.manifest.data(), entry.manifest.size()) == 0;
     } else {
-      exact = SegmentBytesMatch(entry.key, s.kind, s.index, buffers[i]);
+      exact = SegmentBytesMatch(entry.key, s.kind, s.index, bytes);
     }
   }
   ++totals_.verified_restores;
@@ -150,12 +176,11 @@ Status Planner::Start() {
     // The stored segment table must be the one this profile and scale produce.
     bool same_table = e.segment_count == entry->segments.size();
     for (uint32_t i = 0; same_table && i < e.segment_count; ++i) {
-      same_table = std::any_of(entry->segments.begin(), entry->segments.end(),
-                               [&](const SegmentSpec& s) {
-                                 return s.kind == e.segments[i].kind &&
-                                        s.index == e.segments[i].index &&
-                                        s.physical_bytes == e.segments[i].length_bytes;
-                               });
+      same_table =
+          std::any_of(entry->segments.begin(), entry->segments.end(), [&](const SegmentSpec& s) {
+            return s.kind == e.segments[i].kind && s.index == e.segments[i].index &&
+                   s.physical_bytes == e.segments[i].length_bytes;
+          });
     }
     if (!same_table) {
       ++refused;
@@ -171,11 +196,11 @@ Status Planner::Start() {
   if (!walked.ok()) return walked;
   totals_.readopted = adopted;
   metrics_->Readopted(adopted);
-  Log(TIER_LOG_INFO, "planner: re-adopted " + std::to_string(adopted) +
-                         " cold checkpoint(s) of namespace '" + config_.namespace_id + "'" +
-                         (refused > 0 ? ", ignored " + std::to_string(refused) +
-                                            " of another layout or scale"
-                                      : std::string()));
+  Log(TIER_LOG_INFO,
+      "planner: re-adopted " + std::to_string(adopted) + " cold checkpoint(s) of namespace '" +
+          config_.namespace_id + "'" +
+          (refused > 0 ? ", ignored " + std::to_string(refused) + " of another layout or scale"
+                       : std::string()));
   UpdateGauges();
   return Status::Ok();
 }
@@ -217,8 +242,8 @@ void Planner::Drop(CheckpointEntry* entry, const char* from) {
   if (entry->in(kCold) && cold_ != nullptr) {
     Status removed = cold_->Remove(entry->key);
     if (!removed.ok() && removed.code() != TIER_NOT_FOUND) {
-      Log(TIER_LOG_WARN, "planner: cold remove of " + KeyHex(entry->key) +
-                             " failed: " + removed.ToString());
+      Log(TIER_LOG_WARN,
+          "planner: cold remove of " + KeyHex(entry->key) + " failed: " + removed.ToString());
     }
   }
   for (Placement p : {kDevice, kHost, kCold}) {
@@ -244,8 +269,8 @@ bool Planner::MakeRoomOnCold(uint64_t stored_bytes, double below_value, uint64_t
     const uint64_t freed = victim->cold_stored_bytes;
     Status removed = cold_->Remove(victim->key);
     if (!removed.ok() && removed.code() != TIER_NOT_FOUND) {
-      Log(TIER_LOG_WARN, "planner: cold remove of " + KeyHex(victim->key) +
-                             " failed: " + removed.ToString());
+      Log(TIER_LOG_WARN,
+          "planner: cold remove of " + KeyHex(victim->key) + " failed: " + removed.ToString());
       continue;
     }
     used = used > freed ? used - freed : 0;
@@ -272,10 +297,12 @@ bool Planner::MakeRoomOnHost(uint64_t logical_bytes, uint64_t now_ns) {
   };
   // Rounds: release or spill victims until enough bytes are on their way out, wait for the
   // spills, and go again if some failed (their Host copies stay).
-  for (bool progress = true; progress && catalog_.logical_bytes_in(kHost) + logical_bytes > capacity;) {
+  for (bool progress = true;
+       progress && catalog_.logical_bytes_in(kHost) + logical_bytes > capacity;) {
     progress = false;
     std::vector<InFlight> in_flight;
     uint64_t releasing = 0;  // Host bytes freed once the in-flight spills complete
+    uint64_t reserving = 0;  // cold bytes the in-flight spills may take
     auto over = [&] {
       return catalog_.logical_bytes_in(kHost) - releasing + logical_bytes > capacity;
     };
@@ -290,15 +317,18 @@ bool Planner::MakeRoomOnHost(uint64_t logical_bytes, uint64_t now_ns) {
       }
       if (victim->spill_failed) continue;  // its Host copy stays unless nothing else can go
       // The Host copy is the last one: spill it to Cold if the tier can take it, else drop it.
-      const uint64_t need =
-          victim->physical_bytes + kColdOverheadPerSegment * (victim->segments.size() + 2);
-      if (!MakeRoomOnCold(need, Value(*victim, now_ns), now_ns)) {
+      const uint64_t need = ColdBytesNeeded(*victim);
+      if (!MakeRoomOnCold(reserving + need, Value(*victim, now_ns), now_ns)) {
         Drop(victim, "host");
         progress = true;
         continue;
       }
       auto segments = Segments(*victim, *victim->host_copy);
       auto spill = cold_->Spill(victim->key, segments);
+      if (!spill.ok() && spill.status().code() == TIER_NO_SPACE &&
+          MakeRoomOnCold(reserving + 2 * need, Value(*victim, now_ns), now_ns)) {
+        spill = cold_->Spill(victim->key, segments);  // the provider's overhead was larger
+      }
       progress = true;
       if (!spill.ok()) {
         ++totals_.spill_failures;
@@ -310,6 +340,7 @@ bool Planner::MakeRoomOnHost(uint64_t logical_bytes, uint64_t now_ns) {
       }
       ++victim->pins;  // the operation uses the Host copy until it completes
       releasing += victim->logical_bytes;
+      reserving += need;
       in_flight.push_back({victim, spill.take()});
     }
     for (InFlight& op : in_flight) {
@@ -328,8 +359,8 @@ bool Planner::MakeRoomOnHost(uint64_t logical_bytes, uint64_t now_ns) {
         ++totals_.spill_failures;
         e->spill_failed = true;
         metrics_->SpillFailure("kept_host");
-        Log(TIER_LOG_WARN, "planner: spill of " + KeyHex(e->key) + " failed: " +
-                               done.status.ToString() + " (Host copy kept)");
+        Log(TIER_LOG_WARN, "planner: spill of " + KeyHex(e->key) +
+                               " failed: " + done.status.ToString() + " (Host copy kept)");
       }
     }
   }
@@ -354,7 +385,8 @@ bool Planner::DemoteFromDevice(CheckpointEntry* entry, uint64_t now_ns, uint64_t
     const bool room = MakeRoomOnHost(entry->logical_bytes, now_ns);
     --entry->pins;
     if (!room) return false;
-    auto host = EmptyBuffers(*entry);
+    auto host = NewHostCopy(*entry);
+    if (host == nullptr) return false;
     Status copied = device_->Download(*entry->device_copy, host.get());
     if (!copied.ok()) {
       Log(TIER_LOG_WARN, "planner: device-to-host copy failed: " + copied.ToString());
@@ -400,8 +432,9 @@ bool Planner::PromoteToDevice(CheckpointEntry* entry, uint64_t now_ns, uint64_t*
     return false;
   }
   // Verify what reached the device by reading it back through the same path.
-  auto check = EmptyBuffers(*entry);
-  if (!device_->Download(*copy.value(), check.get()).ok() || !Verify(*entry, *check)) {
+  auto check = NewHostCopy(*entry);
+  if (check == nullptr || !device_->Download(*copy.value(), check.get()).ok() ||
+      !Verify(*entry, *check)) {
     return false;
   }
   *ns += cost_.HostToDeviceNs(entry->logical_bytes, entry->segments.size());
@@ -422,8 +455,7 @@ void Planner::ForgetCold(CheckpointEntry* entry) {
   }
 }
 
-AdmissionResult Planner::TryColdRestore(CheckpointEntry* entry, uint64_t now_ns,
-                                        RootReason* skip) {
+AdmissionResult Planner::TryColdRestore(CheckpointEntry* entry, uint64_t now_ns, RootReason* skip) {
   AdmissionResult result;
   ColdTier::PhaseScope phase(cold_, IoPhase::kAdmission);
   const tier_key key = entry->key;
@@ -453,8 +485,12 @@ AdmissionResult Planner::TryColdRestore(CheckpointEntry* entry, uint64_t now_ns,
     *skip = RootReason::kBusy;
     return result;
   }
+  auto buffers = NewHostCopy(*entry);
+  if (buffers == nullptr) {
+    *skip = RootReason::kBusy;
+    return result;
+  }
   ++entry->pins;
-  auto buffers = EmptyBuffers(*entry);
   auto segments = Segments(*entry, *buffers);
   const Completion done = cold_->RestoreAndWait(key, segments);
   if (!done.status.ok()) {
@@ -471,8 +507,8 @@ AdmissionResult Planner::TryColdRestore(CheckpointEntry* entry, uint64_t now_ns,
   if (!Verify(*entry, *buffers)) {
     --entry->pins;
     *skip = RootReason::kCorrupt;
-    Log(TIER_LOG_ERROR, "planner: cold restore of " + KeyHex(key) +
-                            " returned wrong bytes; not served");
+    Log(TIER_LOG_ERROR,
+        "planner: cold restore of " + KeyHex(key) + " returned wrong bytes; not served");
     return result;
   }
   totals_.restored_logical_bytes += entry->logical_bytes;
@@ -608,6 +644,7 @@ CheckpointEntry* Planner::Seal(std::span<const uint64_t> blocks, uint64_t tokens
   // of pinned state.
   uint64_t ignored_ns = 0;
   auto bytes = FreshBytes(*entry);
+  if (bytes == nullptr) return nullptr;
   if (MakeRoomOnDevice(entry->logical_bytes, now_ns, &ignored_ns)) {
     auto copy = device_->Upload(*bytes);
     if (copy.ok()) {

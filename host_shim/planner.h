@@ -22,14 +22,18 @@
 #include "device_tier.h"
 #include "server_metrics.h"
 
+namespace tier::device {
+class HostArena;
+}
+
 namespace tier {
 
 struct PlannerConfig {
-  std::string namespace_id;                  // the model/layout fingerprint keys are made in
+  std::string namespace_id;                     // the model/layout fingerprint keys are made in
   uint64_t device_capacity_bytes = 8ull << 30;  // logical bytes of parked checkpoints on Device
   uint64_t host_capacity_bytes = 16ull << 30;   // logical bytes in pinned Host memory
-  uint64_t bytes_scale = 1;                  // physical bytes = logical / bytes_scale
-  double recency_half_life_s = 300;          // value halves after this much idle virtual time
+  uint64_t bytes_scale = 1;                     // physical bytes = logical / bytes_scale
+  double recency_half_life_s = 300;             // value halves after this much idle virtual time
 };
 
 struct AdmissionResult {
@@ -51,11 +55,11 @@ struct PlannerTotals {
   uint64_t peak_cold_stored_bytes = 0;
   uint64_t spills = 0;
   uint64_t spill_failures = 0;
-  uint64_t evictions = 0;           // checkpoints dropped from the catalog
-  uint64_t verified_restores = 0;   // restores whose bytes were compared
-  uint64_t mismatched_restores = 0; // ... and differed (must stay 0)
-  uint64_t readopted = 0;           // cold checkpoints adopted at start
-  uint64_t readopted_hits = 0;      // cold restores of re-adopted checkpoints
+  uint64_t evictions = 0;            // checkpoints dropped from the catalog
+  uint64_t verified_restores = 0;    // restores whose bytes were compared
+  uint64_t mismatched_restores = 0;  // ... and differed (must stay 0)
+  uint64_t readopted = 0;            // cold checkpoints adopted at start
+  uint64_t readopted_hits = 0;       // cold restores of re-adopted checkpoints
 };
 
 class Planner {
@@ -63,6 +67,7 @@ class Planner {
   // `device` and `metrics` are required; `cold` is null when there is no cold tier. All borrowed.
   Planner(PlannerConfig config, const CostModel& cost, DeviceTier* device, ColdTier* cold,
           ServerMetrics* metrics);
+  ~Planner();
 
   // Learns the cold tier's capacity and re-adopts the checkpoints it still holds (a restart).
   Status Start();
@@ -91,10 +96,12 @@ class Planner {
 
  private:
   std::vector<SegmentSpec> Layout(uint64_t tokens, size_t manifest_bytes) const;
-  std::unique_ptr<SegmentBuffers> EmptyBuffers(const CheckpointEntry& entry) const;
-  std::unique_ptr<SegmentBuffers> FreshBytes(const CheckpointEntry& entry) const;
-  std::vector<tier_segment> Segments(const CheckpointEntry& entry, SegmentBuffers& buffers) const;
-  bool Verify(const CheckpointEntry& entry, const SegmentBuffers& buffers);
+  // Host memory for a checkpoint's segments (nullptr when the arena is exhausted).
+  std::unique_ptr<HostCopy> NewHostCopy(const CheckpointEntry& entry);
+  // A Host copy holding the checkpoint's bytes (derived from its key; the manifest verbatim).
+  std::unique_ptr<HostCopy> FreshBytes(const CheckpointEntry& entry);
+  std::vector<tier_segment> Segments(const CheckpointEntry& entry, HostCopy& copy) const;
+  bool Verify(const CheckpointEntry& entry, const HostCopy& copy);
 
   // Each returns whether `logical_bytes` more now fit; virtual time spent is added to *ns.
   bool MakeRoomOnDevice(uint64_t logical_bytes, uint64_t now_ns, uint64_t* ns);
@@ -119,6 +126,7 @@ class Planner {
   DeviceTier* device_;
   ColdTier* cold_;
   ServerMetrics* metrics_;
+  std::unique_ptr<device::HostArena> arena_;  // the Host tier's (pinned) memory
   Catalog catalog_;
   PlannerTotals totals_;
   uint64_t cold_capacity_bytes_ = 0;  // stored bytes the provider accepts (0 = no cold tier)

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
-#include <unordered_map>
 #include <cstdio>
+#include <deque>
 #include <queue>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -89,9 +89,10 @@ class Engine {
         report_.prefill_seconds_no_reuse - report_.prefill_seconds - report_.admission_seconds;
     report_.totals = planner_.totals();
     report_.restore_exact = report_.totals.mismatched_restores == 0;
-    report_.provider_calls_outside_admission = cold_ != nullptr ? cold_->calls_in(IoPhase::kIdle) : 0;
-    report_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                         wall_start).count();
+    report_.provider_calls_outside_admission =
+        cold_ != nullptr ? cold_->calls_in(IoPhase::kIdle) : 0;
+    report_.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
     return report_;
   }
 
@@ -102,9 +103,15 @@ class Engine {
     // Admission: the only place (with pressure) where provider I/O may happen.
     AdmissionResult admission = planner_.Admit(r.blocks, now_ns_);
     switch (admission.outcome) {
-      case Outcome::kDeviceHit: ++report_.device_hits; break;
-      case Outcome::kHostRestore: ++report_.host_restores; break;
-      case Outcome::kColdRestore: ++report_.cold_restores; break;
+      case Outcome::kDeviceHit:
+        ++report_.device_hits;
+        break;
+      case Outcome::kHostRestore:
+        ++report_.host_restores;
+        break;
+      case Outcome::kColdRestore:
+        ++report_.cold_restores;
+        break;
       case Outcome::kRootPrefill:
         ++report_.root_prefills;
         ++report_.root_prefills_by_reason[RootReasonName(admission.root_reason)];
@@ -119,8 +126,9 @@ class Engine {
     report_.prefill_seconds += static_cast<double>(prefill_ns) / 1e9;
     report_.prefill_seconds_no_reuse += static_cast<double>(no_reuse_ns) / 1e9;
     report_.admission_seconds += static_cast<double>(admission.admission_ns) / 1e9;
-    const double saved_s =
-        (static_cast<double>(no_reuse_ns) - static_cast<double>(prefill_ns + admission.admission_ns)) / 1e9;
+    const double saved_s = (static_cast<double>(no_reuse_ns) -
+                            static_cast<double>(prefill_ns + admission.admission_ns)) /
+                           1e9;
     metrics_->PrefillSavedSeconds(std::max(0.0, saved_s));
     const uint64_t first_token_ns = now_ns_ + admission.admission_ns + prefill_ns;
     const double ttft_s = static_cast<double>(first_token_ns - arrival) / 1e9;
@@ -174,17 +182,17 @@ class Engine {
     if (!final && now - last_progress_ < std::chrono::seconds(1)) return;
     last_progress_ = now;
     const uint64_t total = w_.requests.size();
-    std::fprintf(stderr,
-                 "\rreplay %s: %llu/%llu requests (%3.0f%%), virtual %s, device hits %llu, host "
-                 "%llu, cold %llu, root %llu   %s",
-                 o_.label.c_str(), static_cast<unsigned long long>(completed_),
-                 static_cast<unsigned long long>(total),
-                 total ? 100.0 * static_cast<double>(completed_) / static_cast<double>(total) : 100.0,
-                 FormatDurationNs(now_ns_).c_str(),
-                 static_cast<unsigned long long>(report_.device_hits),
-                 static_cast<unsigned long long>(report_.host_restores),
-                 static_cast<unsigned long long>(report_.cold_restores),
-                 static_cast<unsigned long long>(report_.root_prefills), final ? "\n" : "");
+    std::fprintf(
+        stderr,
+        "\rreplay %s: %llu/%llu requests (%3.0f%%), virtual %s, device hits %llu, host "
+        "%llu, cold %llu, root %llu   %s",
+        o_.label.c_str(), static_cast<unsigned long long>(completed_),
+        static_cast<unsigned long long>(total),
+        total ? 100.0 * static_cast<double>(completed_) / static_cast<double>(total) : 100.0,
+        FormatDurationNs(now_ns_).c_str(), static_cast<unsigned long long>(report_.device_hits),
+        static_cast<unsigned long long>(report_.host_restores),
+        static_cast<unsigned long long>(report_.cold_restores),
+        static_cast<unsigned long long>(report_.root_prefills), final ? "\n" : "");
     std::fflush(stderr);
   }
 

@@ -64,22 +64,21 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
   };
   auto count = [](uint64_t v) { return std::to_string(v); };
   auto rows = [&](const ReplayReport& x) {
-    std::vector<std::string> v = {
-        count(x.requests),
-        count(x.device_hits),
-        count(x.host_restores),
-        count(x.cold_restores),
-        count(x.root_prefills),
-        Fixed(x.prefill_seconds, 1),
-        Fixed(x.admission_seconds, 1),
-        Fixed(x.prefill_seconds_saved, 1),
-        Fixed(x.ttft_p50_s, 2),
-        Fixed(x.ttft_p99_s, 2),
-        FormatBytes(x.totals.spilled_logical_bytes),
-        FormatBytes(x.totals.restored_logical_bytes),
-        FormatBytes(x.totals.peak_cold_logical_bytes),
-        count(x.totals.readopted),
-        x.restore_exact ? "true" : "FALSE"};
+    std::vector<std::string> v = {count(x.requests),
+                                  count(x.device_hits),
+                                  count(x.host_restores),
+                                  count(x.cold_restores),
+                                  count(x.root_prefills),
+                                  Fixed(x.prefill_seconds, 1),
+                                  Fixed(x.admission_seconds, 1),
+                                  Fixed(x.prefill_seconds_saved, 1),
+                                  Fixed(x.ttft_p50_s, 2),
+                                  Fixed(x.ttft_p99_s, 2),
+                                  FormatBytes(x.totals.spilled_logical_bytes),
+                                  FormatBytes(x.totals.restored_logical_bytes),
+                                  FormatBytes(x.totals.peak_cold_logical_bytes),
+                                  count(x.totals.readopted),
+                                  x.restore_exact ? "true" : "FALSE"};
     return v;
   };
   const std::vector<std::string> names = {"requests",
@@ -99,8 +98,9 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
                                           "restore exact"};
   const auto a = rows(r);
   const std::vector<std::string> b = c != nullptr ? rows(*c) : std::vector<std::string>();
-  out << "\n" << std::left << std::setw(22) << ("workload " + r.workload) << std::right
-      << std::setw(16) << r.provider;
+  out << "\n"
+      << std::left << std::setw(22) << ("workload " + r.workload) << std::right << std::setw(16)
+      << r.provider;
   if (c != nullptr) out << std::setw(16) << c->provider;
   out << "\n";
   for (size_t i = 0; i < names.size(); ++i) {

@@ -50,23 +50,27 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
   app.add_option("--log-level", c.log_level, "debug, info, warn or error")
       ->capture_default_str()
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
-  app.add_flag("--check", c.check,
-               "Load and open the provider, print its name, version and negotiated ABI, then "
-               "spill/stat/restore/remove one small multi-segment checkpoint and compare the bytes");
+  app.add_flag(
+      "--check", c.check,
+      "Load and open the provider, print its name, version and negotiated ABI, then "
+      "spill/stat/restore/remove one small multi-segment checkpoint and compare the bytes");
 }
 
 void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
-  replay.add_option("--workload", c.workload,
-                    "agents: built-in agent sessions (shared 8-30k system prefixes, histories "
-                    "growing to 80-120k tokens, think times); trace: a Mooncake JSONL trace")
+  replay
+      .add_option("--workload", c.workload,
+                  "agents: built-in agent sessions (shared 8-30k system prefixes, histories "
+                  "growing to 80-120k tokens, think times); trace: a Mooncake JSONL trace")
       ->capture_default_str()
       ->check(CLI::IsMember({"agents", "trace"}));
-  replay.add_option("--trace", c.trace,
-                    "Mooncake-format JSONL (timestamp, input_length, output_length, hash_ids); "
-                    "implies --workload trace")
+  replay
+      .add_option("--trace", c.trace,
+                  "Mooncake-format JSONL (timestamp, input_length, output_length, hash_ids); "
+                  "implies --workload trace")
       ->type_name("FILE");
-  replay.add_option("--trace-time-scale", c.trace_time_scale,
-                    "Stretch the trace's arrival times by this factor (2 = half the rate)")
+  replay
+      .add_option("--trace-time-scale", c.trace_time_scale,
+                  "Stretch the trace's arrival times by this factor (2 = half the rate)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   replay.add_option("--sessions", c.sessions, "Agent sessions to generate")
@@ -117,7 +121,8 @@ Result<ProviderChoice> ChooseProvider(const ServerConfig& config) {
       return choice;
     }
     choice.plugin = config.tier_plugin.empty() ? "disk" : config.tier_plugin;
-    const double bytes = config.cold_kv_gib * 1073741824.0 / static_cast<double>(config.bytes_scale);
+    const double bytes =
+        config.cold_kv_gib * 1073741824.0 / static_cast<double>(config.bytes_scale);
     choice.options.emplace_back("dir", *config.cold_kv_dir);
     choice.options.emplace_back("capacity_bytes",
                                 std::to_string(static_cast<uint64_t>(std::floor(bytes))));

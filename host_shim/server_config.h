@@ -16,18 +16,18 @@ class App;
 namespace tier {
 
 struct ServerConfig {
-  std::string tier_plugin;             // --tier-plugin PATH|null|disk ("" = from the flags)
-  std::vector<std::string> tier_opts;  // --tier-opt KEY=VALUE, in order
+  std::string tier_plugin;                 // --tier-plugin PATH|null|disk ("" = from the flags)
+  std::vector<std::string> tier_opts;      // --tier-opt KEY=VALUE, in order
   std::optional<std::string> cold_kv_dir;  // --cold-kv-dir ("" = two tiers, no cold tier)
-  double cold_kv_gib = 64;             // --cold-kv-gib: the cold tier's logical budget
-  uint64_t host_kv_mib = 16384;        // --host-kv-mib: pinned Host budget (logical)
-  uint64_t device_kv_mib = 8192;       // --device-kv-mib: Device budget for parked checkpoints
-  uint32_t max_concurrency = 2;        // --max-concurrency: lanes decoding at once
+  double cold_kv_gib = 64;                 // --cold-kv-gib: the cold tier's logical budget
+  uint64_t host_kv_mib = 16384;            // --host-kv-mib: pinned Host budget (logical)
+  uint64_t device_kv_mib = 8192;           // --device-kv-mib: Device budget for parked checkpoints
+  uint32_t max_concurrency = 2;            // --max-concurrency: lanes decoding at once
   std::string model_profile = "qwen3.8-27b-int8-rtx5090";
-  std::string metrics_addr;            // --metrics-addr HOST:PORT ("" = no endpoint)
-  uint64_t bytes_scale = 1;            // --bytes-scale N: store 1/N of every logical byte
-  std::string device = "auto";         // --device auto|cpu|cuda
-  std::string namespace_id;            // --namespace ("" = derived from the model profile)
+  std::string metrics_addr;     // --metrics-addr HOST:PORT ("" = no endpoint)
+  uint64_t bytes_scale = 1;     // --bytes-scale N: store 1/N of every logical byte
+  std::string device = "auto";  // --device auto|cpu|cuda
+  std::string namespace_id;     // --namespace ("" = derived from the model profile)
   std::string log_level = "info";
   bool check = false;
 };

@@ -6,23 +6,34 @@ namespace tier {
 
 const char* RootReasonName(RootReason reason) {
   switch (reason) {
-    case RootReason::kNoCheckpoint: return "no_checkpoint";
-    case RootReason::kMiss: return "miss";
-    case RootReason::kCost: return "cost";
-    case RootReason::kCorrupt: return "corrupt";
-    case RootReason::kBusy: return "busy";
-    case RootReason::kStalePlan: return "stale_plan";
-    case RootReason::kRestoreFailed: return "restore_failed";
+    case RootReason::kNoCheckpoint:
+      return "no_checkpoint";
+    case RootReason::kMiss:
+      return "miss";
+    case RootReason::kCost:
+      return "cost";
+    case RootReason::kCorrupt:
+      return "corrupt";
+    case RootReason::kBusy:
+      return "busy";
+    case RootReason::kStalePlan:
+      return "stale_plan";
+    case RootReason::kRestoreFailed:
+      return "restore_failed";
   }
   return "unknown";
 }
 
 const char* OutcomeName(Outcome outcome) {
   switch (outcome) {
-    case Outcome::kDeviceHit: return "device_hit";
-    case Outcome::kHostRestore: return "host_restore";
-    case Outcome::kColdRestore: return "cold_restore";
-    case Outcome::kRootPrefill: return "root_prefill";
+    case Outcome::kDeviceHit:
+      return "device_hit";
+    case Outcome::kHostRestore:
+      return "host_restore";
+    case Outcome::kColdRestore:
+      return "cold_restore";
+    case Outcome::kRootPrefill:
+      return "root_prefill";
   }
   return "unknown";
 }
@@ -42,9 +53,9 @@ ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
   for (int i = 0; i < kOutcomeCount; ++i) {
     admissions_[i] = registry->Series(admissions, {OutcomeName(static_cast<Outcome>(i))});
   }
-  MetricFamily* roots = registry->Counter(
-      "tier_root_prefills_total", "Admissions that prefilled from the root, by reason.",
-      {"reason"});
+  MetricFamily* roots =
+      registry->Counter("tier_root_prefills_total",
+                        "Admissions that prefilled from the root, by reason.", {"reason"});
   for (int i = 0; i < kRootReasonCount; ++i) {
     root_prefills_[i] = registry->Series(roots, {RootReasonName(static_cast<RootReason>(i))});
   }
@@ -66,19 +77,17 @@ ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
   for (const char* action : {"kept_host", "dropped"}) registry->Series(spill_failures_, {action});
   MetricFamily* verified = registry->Counter(
       "tier_restore_verifications_total",
-      "Restored checkpoints whose bytes were verified, by result (exact or mismatch).",
-      {"result"});
+      "Restored checkpoints whose bytes were verified, by result (exact or mismatch).", {"result"});
   restores_verified_[0] = registry->Series(verified, {"mismatch"});
   restores_verified_[1] = registry->Series(verified, {"exact"});
   readopted_ = registry->Series(registry->Counter(
       "tier_readopted_checkpoints_total",
       "Cold checkpoints re-adopted into the catalog at start (survivors of a restart)."));
-  ttft_ = registry->Series(
-      registry->Histogram("tier_ttft_seconds",
-                          "Time to first token per request (virtual clock of the replay).", {},
-                          {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120}));
-  MetricFamily* entries = registry->Gauge(
-      "tier_catalog_entries", "Checkpoints with a placement in each tier.", {"tier"});
+  ttft_ = registry->Series(registry->Histogram(
+      "tier_ttft_seconds", "Time to first token per request (virtual clock of the replay).", {},
+      {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120}));
+  MetricFamily* entries = registry->Gauge("tier_catalog_entries",
+                                          "Checkpoints with a placement in each tier.", {"tier"});
   MetricFamily* bytes = registry->Gauge(
       "tier_catalog_bytes", "Logical bytes of the checkpoints placed in each tier.", {"tier"});
   for (Placement p : {kDevice, kHost, kCold}) {
@@ -89,12 +98,13 @@ ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
   cold_capacity_ = registry->Series(registry->Gauge(
       "tier_catalog_cold_capacity_bytes",
       "Logical byte budget of the cold tier as the planner sees it (0 = no cold tier)."));
-  device_path_ = registry->Gauge("tier_device_path",
-                                 "Transfer path in use for the Device tier (1 = active).",
-                                 {"path"});
+  device_path_ = registry->Gauge(
+      "tier_device_path", "Transfer path in use for the Device tier (1 = active).", {"path"});
 }
 
-void ServerMetrics::Admission(Outcome outcome) { admissions_[static_cast<int>(outcome)]->Add(1); }
+void ServerMetrics::Admission(Outcome outcome) {
+  admissions_[static_cast<int>(outcome)]->Add(1);
+}
 
 void ServerMetrics::RootPrefill(RootReason reason) {
   root_prefills_[static_cast<int>(reason)]->Add(1);
@@ -104,19 +114,25 @@ void ServerMetrics::Transition(const char* from, const char* to) {
   registry_->Series(transitions_, {from, to})->Add(1);
 }
 
-void ServerMetrics::PrefillSavedSeconds(double seconds) { prefill_saved_->Add(seconds); }
+void ServerMetrics::PrefillSavedSeconds(double seconds) {
+  prefill_saved_->Add(seconds);
+}
 
 void ServerMetrics::SpillFailure(const char* action) {
   registry_->Series(spill_failures_, {action})->Add(1);
 }
 
-void ServerMetrics::RestoreVerification(bool exact) { restores_verified_[exact ? 1 : 0]->Add(1); }
+void ServerMetrics::RestoreVerification(bool exact) {
+  restores_verified_[exact ? 1 : 0]->Add(1);
+}
 
 void ServerMetrics::Readopted(uint64_t entries) {
   readopted_->Add(static_cast<double>(entries));
 }
 
-void ServerMetrics::Ttft(double seconds) { ttft_->Observe(seconds); }
+void ServerMetrics::Ttft(double seconds) {
+  ttft_->Observe(seconds);
+}
 
 void ServerMetrics::SetCatalog(const Catalog& catalog, uint64_t cold_capacity_bytes) {
   for (Placement p : {kDevice, kHost, kCold}) {

@@ -37,12 +37,12 @@ class ServerMetrics {
   void RootPrefill(RootReason reason);
   void Transition(const char* from, const char* to);  // "none|device|host|cold" -> "...|evicted"
   void PrefillSavedSeconds(double seconds);
-  void SpillFailure(const char* action);              // "kept_host" | "dropped"
+  void SpillFailure(const char* action);  // "kept_host" | "dropped"
   void RestoreVerification(bool exact);
   void Readopted(uint64_t entries);
   void Ttft(double seconds);
   void SetCatalog(const Catalog& catalog, uint64_t cold_capacity_bytes);
-  void SetDevicePath(const std::string& path);        // "cuda" or "cpu"
+  void SetDevicePath(const std::string& path);  // "cuda" or "cpu"
 
  private:
   MetricsRegistry* registry_;

@@ -13,9 +13,10 @@
 int main(int argc, char** argv) {
   tier::ServerConfig config;
   tier::ReplayConfig replay_config;
-  CLI::App app{"tier-host: a stand-in LLM server that drives a cold-tier provider through the "
-               "tier ABI (loader, catalog, Device/Host/Cold planner, metrics)",
-               "tier-host"};
+  CLI::App app{
+      "tier-host: a stand-in LLM server that drives a cold-tier provider through the "
+      "tier ABI (loader, catalog, Device/Host/Cold planner, metrics)",
+      "tier-host"};
   app.set_version_flag("--version", std::string("tier-host ") + TIER_VERSION + " (tier ABI " +
                                         std::to_string(TIER_ABI_VERSION_MAJOR) + "." +
                                         std::to_string(TIER_ABI_VERSION_MINOR) + ")");
@@ -23,8 +24,9 @@ int main(int argc, char** argv) {
   bool list_profiles = false;
   app.add_flag("--list-profiles", list_profiles, "Print the shipped model profiles and exit");
   CLI::App* replay = app.add_subcommand(
-      "replay", "Replay agent sessions or a request trace through catalog, planner and provider "
-                "on a virtual clock; print what the cold tier saved");
+      "replay",
+      "Replay agent sessions or a request trace through catalog, planner and provider "
+      "on a virtual clock; print what the cold tier saved");
   tier::AddReplayFlags(*replay, replay_config);
   app.footer(
       "Usage: tier-host [server flags] --check | tier-host [server flags] replay [replay flags]\n"

@@ -12,12 +12,12 @@
 namespace tier {
 
 struct Request {
-  uint64_t arrival_ns = 0;   // open loop: when it arrives (ignored when `after` is set)
+  uint64_t arrival_ns = 0;      // open loop: when it arrives (ignored when `after` is set)
   std::optional<size_t> after;  // closed loop: index of the request whose completion releases it
-  uint64_t think_ns = 0;     // ... plus this much think/tool time
+  uint64_t think_ns = 0;        // ... plus this much think/tool time
   uint64_t input_tokens = 0;
   uint64_t output_tokens = 0;
-  std::vector<uint64_t> blocks;       // content ids of the prompt's blocks (the last may be partial)
+  std::vector<uint64_t> blocks;  // content ids of the prompt's blocks (the last may be partial)
   std::vector<uint64_t> seal_blocks;  // identity of the checkpoint sealed when it completes
   uint32_t session = 0;               // for reports (0 when unknown)
 };
@@ -31,10 +31,10 @@ struct Workload {
 struct AgentsWorkloadOptions {
   uint32_t sessions = 12;
   uint64_t seed = 1;
-  uint64_t min_history_tokens = 80000;   // each session grows to a target in [min, max]
+  uint64_t min_history_tokens = 80000;  // each session grows to a target in [min, max]
   uint64_t max_history_tokens = 120000;
-  double mean_think_s = 20;              // exponential think/tool time between turns
-  double session_start_spread_s = 120;   // sessions start uniformly within this window
+  double mean_think_s = 20;             // exponential think/tool time between turns
+  double session_start_spread_s = 120;  // sessions start uniformly within this window
 };
 
 // Agent sessions (Hermes/OpenCode/Pi-like): three shared system prefixes of 8k, 16k and 30k

@@ -40,7 +40,8 @@ TEST_F(PlannerTest, ValueOrderPrefersCheckpointsThatSaveMorePrefillPerByte) {
   Build("scripted", {}, Bytes(8) + Bytes(1) + Bytes(1) / 2, Bytes(8) * 4);
   ASSERT_NE(Seal(big, 1), nullptr);
   ASSERT_NE(Seal(small, 1), nullptr);
-  ASSERT_GT(planner_->Value(*Find(big), 1000000000ull), planner_->Value(*Find(small), 1000000000ull))
+  ASSERT_GT(planner_->Value(*Find(big), 1000000000ull),
+            planner_->Value(*Find(small), 1000000000ull))
       << "attention is quadratic: a long prefix saves more prefill per byte";
   ASSERT_NE(Seal(third, 1), nullptr);
   EXPECT_EQ(PlacementsOf(big), kD);
@@ -112,7 +113,8 @@ TEST_F(PlannerTest, ColdRestoreIsVerifiedAndClimbsToDevice) {
   EXPECT_EQ(admission.cached_tokens, 512u);
   EXPECT_GT(admission.admission_ns, 0u);
   EXPECT_EQ(PlacementsOf(a), kD | kH | kC) << "Cold -> Host -> Device; the cold copy stays valid";
-  EXPECT_GE(planner_->totals().verified_restores, 2u) << "verified after Cold->Host and Host->Device";
+  EXPECT_GE(planner_->totals().verified_restores, 2u)
+      << "verified after Cold->Host and Host->Device";
   EXPECT_EQ(planner_->totals().mismatched_restores, 0u);
   planner_->Release(admission.entry);
 }

@@ -97,7 +97,9 @@ tier_status Open(const tier_host_services*, const char* ns, const tier_option* o
   return TIER_OK;
 }
 
-void Close(tier_instance* self) { delete self; }
+void Close(tier_instance* self) {
+  delete self;
+}
 
 tier_status Info(tier_instance*, tier_info* out, tier_error* error) {
   if (out == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "info");
@@ -137,7 +139,8 @@ tier_status Stat(tier_instance* self, const tier_key* key, tier_stat_result* out
 
 tier_status Spill(tier_instance* self, const tier_key* key, const tier_segment* segments,
                   uint32_t count, tier_done_fn done, void* user, tier_error* error) {
-  if (key == nullptr || done == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "spill");
+  if (key == nullptr || done == nullptr)
+    return tier_set_error(error, TIER_INVALID_ARGUMENT, "spill");
   tier_status status = tier_validate_segments("scripted", segments, count, error);
   if (status != TIER_OK) return status;
   Stored entry;
@@ -259,9 +262,22 @@ tier_status Plan(tier_instance* self, const tier_key* key, uint64_t prefill_ns, 
   return TIER_OK;
 }
 
-const tier_provider kScripted = {sizeof(tier_provider), TIER_ABI_VERSION_MAJOR,
-                                 TIER_ABI_VERSION_MINOR, 0, "scripted", "0", Open, Close, Info,
-                                 Stats, Stat, Spill, Restore, Remove, Enumerate, Plan};
+const tier_provider kScripted = {sizeof(tier_provider),
+                                 TIER_ABI_VERSION_MAJOR,
+                                 TIER_ABI_VERSION_MINOR,
+                                 0,
+                                 "scripted",
+                                 "0",
+                                 Open,
+                                 Close,
+                                 Info,
+                                 Stats,
+                                 Stat,
+                                 Spill,
+                                 Restore,
+                                 Remove,
+                                 Enumerate,
+                                 Plan};
 
 }  // namespace
 

@@ -22,11 +22,25 @@ json ReadJson(const std::string& path) {
 
 // Small enough for CI: a few sessions of 20-40k tokens at 1/1000 of the bytes.
 std::vector<std::string> AgentsReplay(const std::string& cold_dir, const std::string& report) {
-  return {TIER_HOST,          "--cold-kv-dir",   cold_dir,        "--cold-kv-gib",
-          "64",               "--bytes-scale",   "1000",          "--device-kv-mib",
-          "2048",             "--host-kv-mib",   "3072",          "replay",
-          "--workload",       "agents",          "--sessions",    "6",
-          "--report-json",    report,            "--no-progress"};
+  return {TIER_HOST,
+          "--cold-kv-dir",
+          cold_dir,
+          "--cold-kv-gib",
+          "64",
+          "--bytes-scale",
+          "1000",
+          "--device-kv-mib",
+          "2048",
+          "--host-kv-mib",
+          "3072",
+          "replay",
+          "--workload",
+          "agents",
+          "--sessions",
+          "6",
+          "--report-json",
+          report,
+          "--no-progress"};
 }
 
 TEST(Replay, AgentsWithDiskRestoresFromColdExactly) {

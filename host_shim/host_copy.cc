@@ -1,0 +1,39 @@
+#include "host_copy.h"
+
+#include <tier/device/host_arena.h>
+
+namespace tier {
+
+namespace {
+constexpr uint64_t kSegmentAlignment = 4096;
+}
+
+Result<std::unique_ptr<HostCopy>> HostCopy::Allocate(device::HostArena* arena,
+                                                     std::span<const uint64_t> segment_bytes) {
+  std::unique_ptr<HostCopy> copy(new HostCopy());
+  uint64_t total = 0;
+  for (uint64_t bytes : segment_bytes) {
+    copy->offsets_.push_back(total);
+    copy->sizes_.push_back(bytes);
+    total += (bytes + kSegmentAlignment - 1) / kSegmentAlignment * kSegmentAlignment;
+  }
+  if (total == 0) total = kSegmentAlignment;
+  auto extent = arena->allocate(total);
+  if (!extent.ok()) {
+    return Status(TIER_NO_SPACE, "host arena: " + extent.status().to_string());
+  }
+  copy->arena_ = arena;
+  copy->data_ = extent.value().data;
+  copy->extent_bytes_ = extent.value().bytes;
+  copy->extent_reserved_ = extent.value().reserved_bytes;
+  return copy;
+}
+
+HostCopy::~HostCopy() {
+  if (arena_ != nullptr) {
+    device::Status released = arena_->release({data_, extent_bytes_, extent_reserved_});
+    (void)released;  // an extent this copy owns is always releasable
+  }
+}
+
+}  // namespace tier

@@ -1,0 +1,403 @@
+// Open/close, the synchronous operations (info, stats, stat, remove, enumerate, plan_restore),
+// job dispatch and completion. Spill and restore pipelines are in spill.cc and restore.cc, the
+// open-time probe in probe.cc, the directory scan in recovery.cc.
+#include "disk_provider.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include "check.h"
+
+#include "codec.h"
+#include "job.h"
+
+namespace tier::disk {
+
+std::string Hex(std::span<const uint8_t> bytes) {
+  static const char* const kDigits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (uint8_t b : bytes) {
+    out.push_back(kDigits[b >> 4]);
+    out.push_back(kDigits[b & 15]);
+  }
+  return out;
+}
+
+AlignedBuffer AllocateAligned(uint64_t bytes) {
+  const uint64_t size = AlignUp(std::max<uint64_t>(bytes, 1), kBlockBytes);
+  void* p = std::aligned_alloc(kBlockBytes, size);
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, size);
+  return AlignedBuffer(static_cast<uint8_t*>(p));
+}
+
+namespace {
+
+std::string NamespaceTag(const std::string& namespace_id) {
+  const uint64_t h = XXH3_64bits(namespace_id.data(), namespace_id.size());
+  uint8_t bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(h >> (56 - 8 * i));
+  return Hex(bytes);
+}
+
+KeyBytes ToKey(const tier_key* key) {
+  KeyBytes out;
+  std::memcpy(out.data(), key->bytes, TIER_KEY_BYTES);
+  return out;
+}
+
+}  // namespace
+
+DiskProvider::DiskProvider(const tier_host_services* host, std::string namespace_id,
+                           DiskOptions options, Seams seams)
+    : host_(host),
+      namespace_id_(std::move(namespace_id)),
+      namespace_tag_(NamespaceTag(namespace_id_)),
+      options_(std::move(options)),
+      seams_(std::move(seams)),
+      index_(options_.capacity_bytes, kMaxEntries) {
+  if (!seams_.file_ops) seams_.file_ops = std::make_shared<PosixFileOps>();
+  ops_ = seams_.file_ops.get();
+}
+
+Result<std::unique_ptr<DiskProvider>> DiskProvider::Open(const tier_host_services* host,
+                                                         std::string namespace_id,
+                                                         std::span<const tier_option> options,
+                                                         Seams seams) {
+  if (namespace_id.size() > kMaxNamespaceBytes) {
+    return Status(TIER_INVALID_ARGUMENT,
+                  "disk: namespace longer than " + std::to_string(kMaxNamespaceBytes) + " bytes");
+  }
+  Result<DiskOptions> parsed = ParseOptions(options);
+  if (!parsed.ok()) return parsed.status();
+  std::unique_ptr<DiskProvider> provider(
+      new DiskProvider(host, std::move(namespace_id), parsed.take(), std::move(seams)));
+  Status status = provider->Start();
+  if (!status.ok()) return status;  // the destructor undoes what Start did
+  return provider;
+}
+
+Status DiskProvider::Start() {
+  metrics_ = std::make_unique<DiskMetrics>(host_);
+  const std::string note =
+      "pid=" + std::to_string(::getpid()) + " namespace='" + namespace_id_.substr(0, 128) + "'";
+  Result<DirHandle> dir = OpenTierDir(ops_, options_.dir, options_.allow_foreign_fs, note);
+  if (!dir.ok()) return dir.status();
+  dir_ = dir.take();
+
+  pool_ = std::make_unique<StagingPool>(options_.staging_buffers(), options_.chunk_bytes);
+  codec_ = std::make_unique<WorkQueue>("tier-codec", options_.codec_threads);
+  Status status = SelectIoPath();
+  if (!status.ok()) return status;
+  if (seams_.wrap_backend) backend_ = seams_.wrap_backend(std::move(backend_));
+  estimator_ = std::make_unique<RestoreEstimator>(
+      io_path_.probe_read_bytes_per_second, ProbeDecompressBytesPerSecond(options_.zstd_level),
+      options_.codec_threads);
+  status = ScanDirectory();
+  if (!status.ok()) return status;
+  runners_ = std::make_unique<WorkQueue>("tier-job", kJobRunners);
+
+  metrics_->SetIoPath(io_path_.label);
+  PublishUsage();
+  char line[768];
+  std::snprintf(
+      line, sizeof(line),
+      "disk: cold tier at '%s' (%s): io_path=%s queue_depth=%u staging=%llu MiB "
+      "chunk=%u KiB compression=%s durability=%s capacity=%llu bytes; probe read %.2f "
+      "GB/s; adopted %llu checkpoints (%llu bytes), removed %llu temporary files, "
+      "quarantined %llu corrupt files, left %llu of another namespace alone",
+      options_.dir.c_str(), dir_.fs_name.c_str(), io_path_.label, options_.queue_depth,
+      static_cast<unsigned long long>(options_.staging_bytes >> 20), options_.chunk_bytes >> 10,
+      CompressionName(options_.compression), DurabilityName(options_.durability),
+      static_cast<unsigned long long>(options_.capacity_bytes),
+      io_path_.probe_read_bytes_per_second / 1e9, static_cast<unsigned long long>(index_.entries()),
+      static_cast<unsigned long long>(index_.used_bytes()),
+      static_cast<unsigned long long>(temps_removed_at_open_),
+      static_cast<unsigned long long>(quarantined_at_open_),
+      static_cast<unsigned long long>(foreign_at_open_));
+  Log(TIER_LOG_INFO, line);
+  if (index_.used_bytes() > index_.capacity_bytes()) {
+    Log(TIER_LOG_WARN, "disk: checkpoints found at open use " +
+                           std::to_string(index_.used_bytes()) + " bytes, more than the capacity " +
+                           std::to_string(index_.capacity_bytes()) +
+                           "; spills are refused until the server removes some");
+  }
+  return Status::Ok();
+}
+
+DiskProvider::~DiskProvider() {
+  Close();
+}
+
+void DiskProvider::Close() {
+  if (closed_) return;
+  closed_ = true;
+  closing_.store(true);
+  if (pool_) pool_->Wake();
+  {
+    std::unique_lock lock(jobs_mu_);
+    jobs_cv_.wait(lock, [&] { return running_jobs_ == 0; });
+  }
+  if (runners_) runners_->Shutdown();
+  if (codec_) codec_->Shutdown();
+  if (backend_) backend_->Shutdown();
+  backend_.reset();
+  CloseDir(ops_, &dir_);
+}
+
+uint64_t DiskProvider::NowNs() const {
+  if (TIER_HAS_SLOT(host_, tier_host_services, monotonic_ns)) {
+    return host_->monotonic_ns(host_->host_context);
+  }
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void DiskProvider::Log(tier_log_level level, const std::string& message) const {
+  if (TIER_HAS_SLOT(host_, tier_host_services, log)) {
+    host_->log(host_->host_context, level, message.c_str());
+  }
+}
+
+std::string DiskProvider::FileNameFor(const KeyBytes& key) const {
+  return namespace_tag_ + "-" + Hex(key) + ".ckpt";
+}
+
+std::string DiskProvider::TempNameFor(const KeyBytes& key) {
+  return namespace_tag_ + "-" + Hex(key) + "." + std::to_string(temp_seq_.fetch_add(1)) + ".tmp";
+}
+
+int DiskProvider::OpenFlags() const {
+  return io_path_.direct ? O_DIRECT : 0;
+}
+
+void DiskProvider::PublishUsage() {
+  uint64_t used, entries;
+  {
+    std::lock_guard lock(mu_);
+    used = index_.used_bytes();
+    entries = index_.entries();
+  }
+  metrics_->SetUsage(used, options_.capacity_bytes, entries);
+}
+
+Status DiskProvider::Info(tier_info* out) {
+  if (out == nullptr) return Status(TIER_INVALID_ARGUMENT, "disk: info: NULL out");
+  if (TIER_HAS_FIELD(out, tier_info, capabilities)) {
+    out->capabilities =
+        TIER_CAP_PERSISTENT | TIER_CAP_CHECKSUMS |
+        (options_.compression != CompressionMode::kOff ? uint32_t{TIER_CAP_COMPRESSION} : 0u);
+  }
+  if (TIER_HAS_FIELD(out, tier_info, name)) out->name = "disk";
+  if (TIER_HAS_FIELD(out, tier_info, version)) out->version = "0.1.0";
+  if (TIER_HAS_FIELD(out, tier_info, io_path)) out->io_path = io_path_.label;
+  if (TIER_HAS_FIELD(out, tier_info, buffer_alignment)) out->buffer_alignment = 1;
+  if (TIER_HAS_FIELD(out, tier_info, max_inflight_ops)) out->max_inflight_ops = kMaxInflightOps;
+  if (TIER_HAS_FIELD(out, tier_info, reserved)) out->reserved = 0;
+  return Status::Ok();
+}
+
+Status DiskProvider::Stats(tier_stats* out) {
+  if (out == nullptr) return Status(TIER_INVALID_ARGUMENT, "disk: stats: NULL out");
+  std::lock_guard lock(mu_);
+  if (TIER_HAS_FIELD(out, tier_stats, reserved)) out->reserved = 0;
+  if (TIER_HAS_FIELD(out, tier_stats, capacity_bytes))
+    out->capacity_bytes = index_.capacity_bytes();
+  if (TIER_HAS_FIELD(out, tier_stats, used_bytes)) out->used_bytes = index_.used_bytes();
+  if (TIER_HAS_FIELD(out, tier_stats, entries)) out->entries = index_.entries();
+  if (TIER_HAS_FIELD(out, tier_stats, inflight_ops)) out->inflight_ops = inflight_ops_.load();
+  return Status::Ok();
+}
+
+Status DiskProvider::Stat(const tier_key* key, tier_stat_result* out, tier_segment_info* segments,
+                          uint32_t segment_capacity) {
+  if (key == nullptr || out == nullptr || (segment_capacity > 0 && segments == nullptr)) {
+    return Status(TIER_INVALID_ARGUMENT, "disk: stat: NULL key, out or segments");
+  }
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard lock(mu_);
+    entry = index_.Find(ToKey(key));
+  }
+  if (!entry) return Status(TIER_NOT_FOUND, "disk: stat: no checkpoint with this key");
+  if (TIER_HAS_FIELD(out, tier_stat_result, segment_count)) {
+    out->segment_count = static_cast<uint32_t>(entry->segments.size());
+  }
+  if (TIER_HAS_FIELD(out, tier_stat_result, logical_bytes))
+    out->logical_bytes = entry->logical_bytes;
+  if (TIER_HAS_FIELD(out, tier_stat_result, stored_bytes)) out->stored_bytes = entry->stored_bytes;
+  if (TIER_HAS_FIELD(out, tier_stat_result, estimated_restore_ns)) {
+    out->estimated_restore_ns =
+        estimator_->EstimateNs(entry->stored_bytes, entry->zstd_logical_bytes);
+  }
+  const size_t n = std::min<size_t>(segment_capacity, entry->segments.size());
+  for (size_t i = 0; i < n; ++i) segments[i] = entry->segments[i];
+  return Status::Ok();
+}
+
+Status DiskProvider::Remove(const tier_key* key) {
+  if (key == nullptr) {
+    metrics_->Remove(TIER_INVALID_ARGUMENT);
+    return Status(TIER_INVALID_ARGUMENT, "disk: remove: NULL key");
+  }
+  const KeyBytes k = ToKey(key);
+  Status status;
+  {
+    std::lock_guard lock(mu_);
+    std::shared_ptr<Entry> entry = index_.Find(k);
+    if (!entry) {
+      status = Status(TIER_NOT_FOUND, "disk: remove: no checkpoint with this key");
+    } else {
+      // Unlink first: a restore already accepted holds its own descriptor and keeps reading; the
+      // budget is released when it unpins.
+      const int rc = ops_->UnlinkAt(dir_.dir_fd, entry->file_name.c_str(), 0);
+      if (rc < 0 && rc != -ENOENT) {
+        status = Status::FromErrno(-rc, "remove: unlink '" + entry->file_name + "'");
+      } else {
+        index_.Detach(k);
+      }
+    }
+  }
+  metrics_->Remove(status.code());
+  if (status.ok()) PublishUsage();
+  return status;
+}
+
+Status DiskProvider::Enumerate(tier_enumerate_fn fn, void* user_data) {
+  if (fn == nullptr) return Status(TIER_INVALID_ARGUMENT, "disk: enumerate: NULL callback");
+  std::vector<std::shared_ptr<Entry>> entries;
+  {
+    std::lock_guard lock(mu_);
+    entries = index_.Snapshot();
+  }
+  for (const std::shared_ptr<Entry>& e : entries) {
+    tier_entry out{};
+    out.struct_size = sizeof(tier_entry);
+    out.segment_count = static_cast<uint32_t>(e->segments.size());
+    std::memcpy(out.key.bytes, e->key.data(), TIER_KEY_BYTES);
+    out.logical_bytes = e->logical_bytes;
+    out.stored_bytes = e->stored_bytes;
+    out.segments = e->segments.data();
+    bool has_manifest = false;
+    for (const tier_segment_info& s : e->segments) has_manifest |= s.kind == TIER_SEGMENT_MANIFEST;
+    static const uint8_t kEmpty = 0;
+    out.manifest = has_manifest ? (e->manifest.empty() ? &kEmpty : e->manifest.data()) : nullptr;
+    out.manifest_bytes = has_manifest ? e->manifest.size() : 0;
+    if (fn(user_data, &out) != 0) break;
+  }
+  return Status::Ok();
+}
+
+Status DiskProvider::PlanRestore(const tier_key* key, uint64_t predicted_prefill_ns,
+                                 tier_plan* out) {
+  if (key == nullptr || out == nullptr) {
+    return Status(TIER_INVALID_ARGUMENT, "disk: plan_restore: NULL key or out");
+  }
+  std::shared_ptr<Entry> entry;
+  bool corrupt = false;
+  {
+    std::lock_guard lock(mu_);
+    entry = index_.Find(ToKey(key));
+    corrupt = !entry && index_.WasCorrupt(ToKey(key));
+  }
+  tier_decision decision = TIER_DECISION_SKIP_TO_ROOT;
+  tier_reason reason = TIER_REASON_MISS;
+  uint64_t estimate_ns = 0, stored_bytes = 0;
+  if (!entry) {
+    reason = corrupt ? TIER_REASON_CORRUPT : TIER_REASON_MISS;
+  } else {
+    stored_bytes = entry->stored_bytes;
+    estimate_ns = estimator_->EstimateNs(entry->stored_bytes, entry->zstd_logical_bytes);
+    if (inflight_ops_.load() >= kMaxInflightOps) {
+      reason = TIER_REASON_BUSY;
+    } else if (estimate_ns < predicted_prefill_ns) {
+      decision = TIER_DECISION_RESTORE;
+      reason = TIER_REASON_CHEAPER;
+    } else {
+      reason = TIER_REASON_COST;
+    }
+  }
+  if (TIER_HAS_FIELD(out, tier_plan, decision)) out->decision = decision;
+  if (TIER_HAS_FIELD(out, tier_plan, reason)) out->reason = reason;
+  if (TIER_HAS_FIELD(out, tier_plan, reserved)) out->reserved = 0;
+  if (TIER_HAS_FIELD(out, tier_plan, estimated_restore_ns)) out->estimated_restore_ns = estimate_ns;
+  if (TIER_HAS_FIELD(out, tier_plan, stored_bytes)) out->stored_bytes = stored_bytes;
+  metrics_->Decision(decision, reason);
+  return Status::Ok();
+}
+
+void DiskProvider::RunJob(Job* job) {
+  try {
+    if (job->type == Job::Type::kSpill)
+      RunSpill(job);
+    else
+      RunRestore(job);
+  } catch (...) {
+    // RunSpill/RunRestore complete the job themselves and catch inside their chunk loops; an
+    // exception here means completion already ran or cannot safely run: a provider bug.
+    Log(TIER_LOG_ERROR, "disk: unexpected exception escaped a job runner");
+    std::abort();
+  }
+}
+
+void DiskProvider::Complete(Job* job, const Status& status, uint64_t logical_bytes,
+                            uint64_t stored_bytes) {
+  const uint64_t duration_ns = NowNs() - job->accepted_ns;
+  const bool ok = status.ok();
+  if (job->type == Job::Type::kSpill) {
+    metrics_->Spill(status.code());
+    if (ok) {
+      metrics_->SpillBytes(logical_bytes, stored_bytes);
+      metrics_->SpillSeconds(duration_ns / 1e9);
+    }
+  } else {
+    metrics_->Restore(status.code());
+    if (ok) {
+      metrics_->RestoreBytes(logical_bytes, stored_bytes);
+      metrics_->RestoreSeconds(duration_ns / 1e9);
+    }
+  }
+  tier_completion completion{};
+  completion.struct_size = sizeof(completion);
+  completion.status = status.code();
+  completion.message = status.message().c_str();
+  completion.logical_bytes = ok ? logical_bytes : 0;
+  completion.stored_bytes = ok ? stored_bytes : 0;
+  completion.duration_ns = duration_ns;
+  const tier_done_fn done = job->done;
+  void* const user_data = job->user_data;
+  delete job;
+  inflight_ops_.fetch_sub(1);
+  done(user_data, &completion);  // no provider lock held
+  std::lock_guard lock(jobs_mu_);
+  TIER_DISK_CHECK(running_jobs_ > 0);
+  if (--running_jobs_ == 0) jobs_cv_.notify_all();
+}
+
+void DiskProvider::Quarantine(const std::string& file_name, const std::string& why,
+                              DataLossWhere where) {
+  // Caller holds mu_ (the name must not be reused between the check and the rename).
+  const std::string target = std::string(kQuarantineDirName) + "/" + file_name + "." +
+                             std::to_string(static_cast<unsigned long long>(::time(nullptr)));
+  const int rc = ops_->RenameNoReplace(dir_.dir_fd, file_name.c_str(), target.c_str());
+  if (rc == 0) {
+    Log(TIER_LOG_ERROR, "disk: checkpoint '" + options_.dir + "/" + file_name + "' is corrupt (" +
+                            why + "); moved to '" + target + "' and never served");
+  } else {
+    const int unlink_rc = ops_->UnlinkAt(dir_.dir_fd, file_name.c_str(), 0);
+    Log(TIER_LOG_ERROR,
+        "disk: checkpoint '" + options_.dir + "/" + file_name + "' is corrupt (" + why +
+            "); could not move it aside (" + ErrnoText(-rc) + "), " +
+            (unlink_rc == 0 ? "deleted it"
+                            : "could not delete it either (" + ErrnoText(-unlink_rc) + ")"));
+  }
+  metrics_->DataLoss(where);
+}
+
+}  // namespace tier::disk

@@ -1,0 +1,147 @@
+// disk_provider.h -- the disk cold tier behind the C ABI (entry.cc adapts it). One instance owns a
+// locked directory, an I/O backend, a staging pool, job runners, codec workers and the index.
+//
+// Threads: `kJobRunners` runners each drive one spill or restore at a time (blocking only on the
+// staging pool and on their own chunk window); the I/O backend's threads complete I/Os; codec
+// workers checksum, compress and decompress chunks. Completions run on a runner thread with no
+// provider lock held. Locks: mu_ (index, budget, directory names) is never held across I/O waits,
+// codec work or a callback.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "dir_guard.h"
+#include "estimator.h"
+#include "file_ops.h"
+#include "index.h"
+#include "io_backend.h"
+#include "metrics.h"
+#include "options.h"
+#include "staging_pool.h"
+#include "status.h"
+#include "tier_provider.h"
+#include "work_queue.h"
+
+namespace tier::disk {
+
+// Replaceable parts, for tests (FaultInjection) and benchmarks. Defaults are the real thing.
+struct Seams {
+  std::shared_ptr<FileOps> file_ops;  // every synchronous file-system call
+  // Wraps the I/O backend chosen at open (after the probe). Called once, at open.
+  std::function<std::unique_ptr<IoBackend>(std::unique_ptr<IoBackend>)> wrap_backend;
+  bool disable_io_uring = false;  // as if io_uring were blocked by seccomp
+};
+
+// What the open-time probe chose and measured.
+struct IoPathInfo {
+  bool io_uring = false;
+  bool direct = false;
+  double probe_read_bytes_per_second = 0;
+  const char* label = TIER_IO_PATH_NONE;  // a TIER_IO_PATH_* value
+};
+
+class DiskProvider {
+ public:
+  static constexpr uint32_t kJobRunners = 4;
+  static constexpr uint32_t kMaxInflightOps = 128;  // accepted spills + restores
+  static constexpr uint64_t kMaxEntries = 1u << 20;
+
+  // Opens an instance (see tier_provider.open). Any thread.
+  static Result<std::unique_ptr<DiskProvider>> Open(const tier_host_services* host,
+                                                    std::string namespace_id,
+                                                    std::span<const tier_option> options,
+                                                    Seams seams = {});
+  // Close(). Not concurrently with any other call.
+  ~DiskProvider();
+  // Cancels queued and running work, waits for every completion, releases the directory. Owner
+  // thread, once, never inside a completion callback.
+  void Close();
+
+  // The ABI operations, same contracts as tier_provider_v1 (any thread unless stated there).
+  Status Info(tier_info* out);
+  Status Stats(tier_stats* out);
+  Status Stat(const tier_key* key, tier_stat_result* out, tier_segment_info* segments,
+              uint32_t segment_capacity);
+  Status Spill(const tier_key* key, const tier_segment* segments, uint32_t segment_count,
+               tier_done_fn done, void* user_data);
+  Status Restore(const tier_key* key, const tier_segment* segments, uint32_t segment_count,
+                 tier_done_fn done, void* user_data);
+  Status Remove(const tier_key* key);
+  Status Enumerate(tier_enumerate_fn fn, void* user_data);
+  Status PlanRestore(const tier_key* key, uint64_t predicted_prefill_ns, tier_plan* out);
+
+  // For tests and logs. Any thread.
+  const IoPathInfo& io_path() const { return io_path_; }
+  const DiskOptions& options() const { return options_; }
+  uint64_t quarantined_at_open() const { return quarantined_at_open_; }
+  uint64_t temps_removed_at_open() const { return temps_removed_at_open_; }
+  uint64_t foreign_at_open() const { return foreign_at_open_; }
+  RestoreEstimator& estimator() { return *estimator_; }
+
+  // Internal (job.h); public only so the pipeline helpers in spill.cc/restore.cc can name them.
+  struct Job;
+  struct ChunkWindow;
+
+ private:
+  DiskProvider(const tier_host_services* host, std::string namespace_id, DiskOptions options,
+               Seams seams);
+  Status Start();         // probe, scan, threads; called by Open
+  Status SelectIoPath();  // probe.cc
+  Status RunProbe(IoBackend* backend, bool direct, double* read_bps, bool* direct_refused);
+  Status ScanDirectory();                                    // recovery.cc
+  Status ReadHeader(int fd, Header* header, bool* corrupt);  // restore.cc
+
+  void RunJob(Job* job);      // runner thread
+  void RunSpill(Job* job);    // spill.cc
+  void RunRestore(Job* job);  // restore.cc
+  void Complete(Job* job, const Status& status, uint64_t logical_bytes, uint64_t stored_bytes);
+  void Quarantine(const std::string& file_name, const std::string& why, DataLossWhere where);
+  void PublishUsage();  // metrics gauges; takes mu_
+
+  std::string FileNameFor(const KeyBytes& key) const;
+  std::string TempNameFor(const KeyBytes& key);
+  int OpenFlags() const;  // O_DIRECT when the probe chose it
+  uint64_t NowNs() const;
+  void Log(tier_log_level level, const std::string& message) const;
+
+  const tier_host_services* host_;
+  const std::string namespace_id_;
+  const std::string namespace_tag_;  // 16 hex digits of XXH3-64(namespace), file-name prefix
+  const DiskOptions options_;
+  Seams seams_;
+  FileOps* ops_ = nullptr;
+  DirHandle dir_;
+  IoPathInfo io_path_;
+  std::unique_ptr<StagingPool> pool_;
+  std::unique_ptr<IoBackend> backend_;
+  std::unique_ptr<WorkQueue> runners_;
+  std::unique_ptr<WorkQueue> codec_;
+  std::unique_ptr<RestoreEstimator> estimator_;
+  std::unique_ptr<DiskMetrics> metrics_;
+
+  mutable std::mutex mu_;  // guards index_ and directory names (rename/unlink of checkpoints)
+  Index index_;
+
+  std::atomic<bool> closing_{false};
+  bool closed_ = false;
+  std::atomic<uint64_t> inflight_ops_{0};  // accepted, callback not yet started
+  std::mutex jobs_mu_;
+  std::condition_variable jobs_cv_;
+  uint64_t running_jobs_ = 0;  // accepted, callback not yet returned (guarded by jobs_mu_)
+  std::atomic<uint64_t> temp_seq_{0};
+
+  uint64_t quarantined_at_open_ = 0;
+  uint64_t temps_removed_at_open_ = 0;
+  uint64_t foreign_at_open_ = 0;
+};
+
+// Lowercase hex of `bytes`.
+std::string Hex(std::span<const uint8_t> bytes);
+
+}  // namespace tier::disk

@@ -1,0 +1,175 @@
+// entry.cc -- the one exported symbol, tier_provider_entry, and the C table that adapts
+// DiskProvider to the ABI. Every function catches everything: no exception crosses the boundary.
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "disk_provider.h"
+#include "tier_provider.h"
+
+namespace tier::disk {
+namespace {
+
+DiskProvider* Self(tier_instance* instance) {
+  return reinterpret_cast<DiskProvider*>(instance);
+}
+
+void SetError(tier_error* error, tier_status status, const char* message) {
+  if (error == nullptr) return;
+  error->status = status;
+  std::snprintf(error->message, sizeof(error->message), "%s", message);
+}
+
+tier_status Report(const Status& status, tier_error* error) {
+  SetError(error, status.code(), status.message().c_str());
+  return status.code();
+}
+
+// Runs `body` (returning Status) and maps any exception to a status.
+template <typename F>
+tier_status Guard(const char* what, tier_error* error, F&& body) noexcept {
+  try {
+    return Report(body(), error);
+  } catch (const std::bad_alloc&) {
+    char message[128];
+    std::snprintf(message, sizeof(message), "disk: %s: out of memory", what);
+    SetError(error, TIER_INTERNAL, message);
+    return TIER_INTERNAL;
+  } catch (const std::exception& e) {
+    char message[TIER_ERROR_MESSAGE_BYTES];
+    std::snprintf(message, sizeof(message), "disk: %s: internal error: %s", what, e.what());
+    SetError(error, TIER_INTERNAL, message);
+    return TIER_INTERNAL;
+  } catch (...) {
+    char message[128];
+    std::snprintf(message, sizeof(message), "disk: %s: internal error", what);
+    SetError(error, TIER_INTERNAL, message);
+    return TIER_INTERNAL;
+  }
+}
+
+tier_status Open(const tier_host_services* host, const char* namespace_id,
+                 const tier_option* options, uint32_t option_count, tier_instance** instance_out,
+                 tier_error* error) {
+  return Guard("open", error, [&]() -> Status {
+    if (instance_out == nullptr)
+      return Status(TIER_INVALID_ARGUMENT, "disk: open: NULL instance_out");
+    *instance_out = nullptr;
+    if (namespace_id == nullptr) return Status(TIER_INVALID_ARGUMENT, "disk: open: NULL namespace");
+    if (option_count > 0 && options == nullptr) {
+      return Status(TIER_INVALID_ARGUMENT, "disk: open: NULL options");
+    }
+    if (host != nullptr && host->abi_major != TIER_ABI_VERSION_MAJOR) {
+      return Status(TIER_UNSUPPORTED, "disk: open: host services of another ABI major");
+    }
+    Result<std::unique_ptr<DiskProvider>> provider =
+        DiskProvider::Open(host, namespace_id, {options, option_count});
+    if (!provider.ok()) return provider.status();
+    *instance_out = reinterpret_cast<tier_instance*>(provider.take().release());
+    return Status::Ok();
+  });
+}
+
+void Close(tier_instance* instance) {
+  if (instance == nullptr) return;
+  try {
+    delete Self(instance);
+  } catch (...) {
+    // Close() itself does not throw; nothing can be reported from here.
+  }
+}
+
+tier_status Info(tier_instance* instance, tier_info* out, tier_error* error) {
+  return Guard("info", error, [&] {
+    return instance ? Self(instance)->Info(out)
+                    : Status(TIER_INVALID_ARGUMENT, "disk: NULL instance");
+  });
+}
+
+tier_status Stats(tier_instance* instance, tier_stats* out, tier_error* error) {
+  return Guard("stats", error, [&] {
+    return instance ? Self(instance)->Stats(out)
+                    : Status(TIER_INVALID_ARGUMENT, "disk: NULL instance");
+  });
+}
+
+tier_status StatFn(tier_instance* instance, const tier_key* key, tier_stat_result* out,
+                   tier_segment_info* segments, uint32_t segment_capacity, tier_error* error) {
+  return Guard("stat", error, [&] {
+    return instance ? Self(instance)->Stat(key, out, segments, segment_capacity)
+                    : Status(TIER_INVALID_ARGUMENT, "disk: NULL instance");
+  });
+}
+
+tier_status Spill(tier_instance* instance, const tier_key* key, const tier_segment* segments,
+                  uint32_t segment_count, tier_done_fn done, void* user_data, tier_error* error) {
+  return Guard("spill", error, [&] {
+    return instance ? Self(instance)->Spill(key, segments, segment_count, done, user_data)
+                    : Status(TIER_INVALID_ARGUMENT, "disk: NULL instance");
+  });
+}
+
+tier_status RestoreFn(tier_instance* instance, const tier_key* key, const tier_segment* segments,
+                      uint32_t segment_count, tier_done_fn done, void* user_data,
+                      tier_error* error) {
+  return Guard("restore", error, [&] {
+    return instance ? Self(instance)->Restore(key, segments, segment_count, done, user_data)
+                    : Status(TIER_INVALID_ARGUMENT, "disk: NULL instance");
+  });
+}
+
+tier_status RemoveFn(tier_instance* instance, const tier_key* key, tier_error* error) {
+  return Guard("remove", error, [&] {
+    return instance ? Self(instance)->Remove(key)
+                    : Status(TIER_INVALID_ARGUMENT, "disk: NULL instance");
+  });
+}
+
+tier_status EnumerateFn(tier_instance* instance, tier_enumerate_fn fn, void* user_data,
+                        tier_error* error) {
+  return Guard("enumerate", error, [&] {
+    return instance ? Self(instance)->Enumerate(fn, user_data)
+                    : Status(TIER_INVALID_ARGUMENT, "disk: NULL instance");
+  });
+}
+
+tier_status PlanFn(tier_instance* instance, const tier_key* key, uint64_t predicted_prefill_ns,
+                   tier_plan* out, tier_error* error) {
+  return Guard("plan_restore", error, [&] {
+    return instance ? Self(instance)->PlanRestore(key, predicted_prefill_ns, out)
+                    : Status(TIER_INVALID_ARGUMENT, "disk: NULL instance");
+  });
+}
+
+const tier_provider kProvider = {
+    sizeof(tier_provider),
+    TIER_ABI_VERSION_MAJOR,
+    TIER_ABI_VERSION_MINOR,
+    0,
+    "disk",
+    "0.1.0",
+    Open,
+    Close,
+    Info,
+    Stats,
+    StatFn,
+    Spill,
+    RestoreFn,
+    RemoveFn,
+    EnumerateFn,
+    PlanFn,
+};
+
+}  // namespace
+}  // namespace tier::disk
+
+extern "C" TIER_EXPORT tier_status tier_provider_entry(uint32_t host_abi_major,
+                                                       uint32_t /*host_abi_minor*/,
+                                                       const tier_host_services* /*host*/,
+                                                       const tier_provider** provider_out) {
+  if (provider_out == nullptr) return TIER_INVALID_ARGUMENT;
+  *provider_out = nullptr;
+  if (host_abi_major != TIER_ABI_VERSION_MAJOR) return TIER_UNSUPPORTED;
+  *provider_out = &tier::disk::kProvider;
+  return TIER_OK;
+}

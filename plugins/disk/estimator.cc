@@ -1,0 +1,51 @@
+#include "estimator.h"
+
+#include <algorithm>
+
+namespace tier::disk {
+namespace {
+constexpr double kMinBps = 1e6, kMaxBps = 1e11;
+}
+
+RestoreEstimator::RestoreEstimator(double read_bps, double decompress_bps, uint32_t codec_threads)
+    : read_bps_(std::clamp(read_bps, kMinBps, kMaxBps)),
+      decompress_bps_(std::clamp(decompress_bps, kMinBps, kMaxBps)),
+      codec_threads_(std::max<uint32_t>(codec_threads, 1)) {}
+
+uint64_t RestoreEstimator::EstimateNs(uint64_t stored_bytes, uint64_t zstd_logical_bytes) const {
+  std::lock_guard lock(mu_);
+  const double io_s = static_cast<double>(stored_bytes) / read_bps_;
+  const double codec_s =
+      static_cast<double>(zstd_logical_bytes) / (decompress_bps_ * codec_threads_);
+  const double ns = (io_s + codec_s) * 1e9 + kFixedOverheadNs;
+  return ns >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(ns);
+}
+
+void RestoreEstimator::Observe(uint64_t stored_bytes, uint64_t duration_ns,
+                               uint64_t zstd_logical_bytes, uint64_t decompress_cpu_ns) {
+  std::lock_guard lock(mu_);
+  if (zstd_logical_bytes >= (1u << 20) && decompress_cpu_ns > 0) {
+    const double bps = zstd_logical_bytes * 1e9 / static_cast<double>(decompress_cpu_ns);
+    decompress_bps_ = std::clamp((1 - kAlpha) * decompress_bps_ + kAlpha * bps, kMinBps, kMaxBps);
+  }
+  if (stored_bytes < (1u << 20)) return;
+  // Attribute to I/O what decompression (spread over the codec threads) did not take.
+  const double codec_wall_ns = static_cast<double>(decompress_cpu_ns) / codec_threads_;
+  const double io_ns = std::max(static_cast<double>(duration_ns) - codec_wall_ns,
+                                static_cast<double>(duration_ns) * 0.1);
+  if (io_ns <= 0) return;
+  const double bps = stored_bytes * 1e9 / io_ns;
+  read_bps_ = std::clamp((1 - kAlpha) * read_bps_ + kAlpha * bps, kMinBps, kMaxBps);
+}
+
+double RestoreEstimator::read_bytes_per_second() const {
+  std::lock_guard lock(mu_);
+  return read_bps_;
+}
+
+double RestoreEstimator::decompress_bytes_per_second() const {
+  std::lock_guard lock(mu_);
+  return decompress_bps_;
+}
+
+}  // namespace tier::disk

@@ -1,0 +1,335 @@
+#include "format.h"
+
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace tier::disk {
+namespace {
+
+void Put16(uint8_t* p, uint16_t v) {
+  for (int i = 0; i < 2; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void Put32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void Put64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint16_t Get16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+uint32_t Get32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint64_t Get64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// Fixed header field offsets (see README.md).
+constexpr size_t kOffMagic = 0;
+constexpr size_t kOffVersion = 8;
+constexpr size_t kOffHeaderBytes = 12;
+constexpr size_t kOffChecksum = kHeaderChecksumOffset;  // 16
+constexpr size_t kOffFlags = 24;
+constexpr size_t kOffChunkBytes = 28;
+constexpr size_t kOffKey = 32;
+constexpr size_t kOffNamespaceBytes = 64;
+constexpr size_t kOffReserved16 = 66;
+constexpr size_t kOffSegmentCount = 68;
+constexpr size_t kOffChunkCount = 72;
+constexpr size_t kOffManifestBytes = 80;
+constexpr size_t kOffLogicalBytes = 88;
+constexpr size_t kOffDataOffset = 96;
+constexpr size_t kOffFileBytes = 104;
+constexpr size_t kOffCreated = 112;
+constexpr size_t kOffReserved64 = 120;
+static_assert(kOffReserved64 + 8 == kFixedHeaderBytes);
+
+void EncodeChunk(const ChunkRecord& c, uint8_t* p) {
+  Put64(p, c.file_offset);
+  Put32(p + 8, c.stored_bytes);
+  Put32(p + 12, c.codec);
+  Put64(p + 16, c.checksum);
+}
+
+ChunkRecord DecodeChunk(const uint8_t* p) {
+  ChunkRecord c;
+  c.file_offset = Get64(p);
+  c.stored_bytes = Get32(p + 8);
+  c.codec = Get32(p + 12);
+  c.checksum = Get64(p + 16);
+  return c;
+}
+
+uint64_t HeaderChecksum(std::span<const uint8_t> content) {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, content.data(), kOffChecksum);
+  const uint8_t zeros[8] = {};
+  XXH3_64bits_update(&state, zeros, sizeof(zeros));
+  XXH3_64bits_update(&state, content.data() + kOffChecksum + 8, content.size() - kOffChecksum - 8);
+  return XXH3_64bits_digest(&state);
+}
+
+bool Fail(ParseError* error, std::string message, ParseErrorKind kind = ParseErrorKind::kCorrupt) {
+  if (error != nullptr) {
+    error->kind = kind;
+    error->message = std::move(message);
+  }
+  return false;
+}
+
+bool CheckedAdd(uint64_t a, uint64_t b, uint64_t* out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+
+}  // namespace
+
+uint64_t HeaderContentBytes(uint64_t namespace_bytes, uint64_t segment_count, uint64_t chunk_count,
+                            uint64_t manifest_bytes) {
+  // Callers pass bounded counts; the sum cannot overflow for counts below 2^40.
+  return kFixedHeaderBytes + AlignUp(namespace_bytes, 8) + segment_count * kSegmentRecordBytes +
+         chunk_count * kChunkRecordBytes + manifest_bytes;
+}
+
+uint64_t ChunkTableChecksum(std::span<const ChunkRecord> chunks) {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  uint8_t record[kChunkRecordBytes];
+  for (const ChunkRecord& c : chunks) {
+    EncodeChunk(c, record);
+    XXH3_64bits_update(&state, record, sizeof(record));
+  }
+  return XXH3_64bits_digest(&state);
+}
+
+bool PeekHeaderBytes(std::span<const uint8_t> prefix, uint64_t* header_bytes, ParseError* error) {
+  if (prefix.size() < kFixedHeaderBytes) return Fail(error, "file shorter than the fixed header");
+  if (std::memcmp(prefix.data() + kOffMagic, kMagic, sizeof(kMagic)) != 0) {
+    return Fail(error, "bad magic");
+  }
+  const uint32_t version = Get32(prefix.data() + kOffVersion);
+  if (version == 0) return Fail(error, "format version 0");
+  if (version != kFormatVersion) {
+    return Fail(error,
+                "format version " + std::to_string(version) + " (this build reads " +
+                    std::to_string(kFormatVersion) + ")",
+                ParseErrorKind::kUnsupported);
+  }
+  const uint64_t bytes = Get32(prefix.data() + kOffHeaderBytes);
+  if (bytes < kFixedHeaderBytes || bytes > kMaxHeaderBytes) {
+    return Fail(error, "header length " + std::to_string(bytes) + " out of bounds");
+  }
+  *header_bytes = bytes;
+  return true;
+}
+
+bool ParseHeader(std::span<const uint8_t> bytes, Header* out, ParseError* error) {
+  uint64_t header_bytes = 0;
+  if (!PeekHeaderBytes(bytes, &header_bytes, error)) return false;
+  if (bytes.size() < header_bytes) return Fail(error, "header truncated");
+  const std::span<const uint8_t> content = bytes.first(header_bytes);
+  const uint8_t* p = content.data();
+  if (Get64(p + kOffChecksum) != HeaderChecksum(content)) {
+    return Fail(error, "header checksum mismatch");
+  }
+  if (Get32(p + kOffFlags) != 0) return Fail(error, "unknown header flags");
+  if (Get16(p + kOffReserved16) != 0 || Get64(p + kOffReserved64) != 0) {
+    return Fail(error, "reserved header fields not zero");
+  }
+  Header h;
+  h.chunk_bytes = Get32(p + kOffChunkBytes);
+  if (h.chunk_bytes < kMinChunkBytes || h.chunk_bytes > kMaxChunkBytes ||
+      h.chunk_bytes % kBlockBytes != 0) {
+    return Fail(error, "chunk size " + std::to_string(h.chunk_bytes) + " out of bounds");
+  }
+  std::memcpy(h.key.data(), p + kOffKey, TIER_KEY_BYTES);
+  const uint64_t namespace_bytes = Get16(p + kOffNamespaceBytes);
+  const uint64_t segment_count = Get32(p + kOffSegmentCount);
+  const uint64_t chunk_count = Get64(p + kOffChunkCount);
+  const uint64_t manifest_bytes = Get64(p + kOffManifestBytes);
+  if (namespace_bytes > kMaxNamespaceBytes) return Fail(error, "namespace too long");
+  if (segment_count > TIER_MAX_SEGMENTS) return Fail(error, "too many segments");
+  if (chunk_count > kMaxHeaderBytes / kChunkRecordBytes) return Fail(error, "too many chunks");
+  if (manifest_bytes > TIER_MANIFEST_MAX_BYTES) return Fail(error, "manifest too long");
+  if (HeaderContentBytes(namespace_bytes, segment_count, chunk_count, manifest_bytes) !=
+      header_bytes) {
+    return Fail(error, "header length does not match its tables");
+  }
+  h.logical_bytes = Get64(p + kOffLogicalBytes);
+  h.data_offset = Get64(p + kOffDataOffset);
+  h.file_bytes = Get64(p + kOffFileBytes);
+  h.created_unix_ns = Get64(p + kOffCreated);
+  if (h.data_offset != AlignUp(header_bytes, kBlockBytes)) return Fail(error, "bad data offset");
+  if (h.file_bytes < h.data_offset || h.file_bytes % kBlockBytes != 0) {
+    return Fail(error, "bad file length");
+  }
+
+  size_t at = kFixedHeaderBytes;
+  h.namespace_id.assign(reinterpret_cast<const char*>(p + at), namespace_bytes);
+  for (uint64_t i = namespace_bytes; i < AlignUp(namespace_bytes, 8); ++i) {
+    if (p[at + i] != 0) return Fail(error, "namespace padding not zero");
+  }
+  at += AlignUp(namespace_bytes, 8);
+  const size_t segments_at = at;
+  const size_t chunks_at = segments_at + segment_count * kSegmentRecordBytes;
+  const size_t manifest_at = chunks_at + chunk_count * kChunkRecordBytes;
+
+  h.chunks.resize(chunk_count);
+  for (uint64_t i = 0; i < chunk_count; ++i) {
+    h.chunks[i] = DecodeChunk(p + chunks_at + i * kChunkRecordBytes);
+  }
+  h.manifest.assign(p + manifest_at, p + manifest_at + manifest_bytes);
+
+  h.segments.resize(segment_count);
+  std::vector<std::pair<uint32_t, uint32_t>> ids;
+  ids.reserve(segment_count);
+  uint64_t next_chunk = 0, logical_total = 0, manifest_segments = 0;
+  for (uint64_t s = 0; s < segment_count; ++s) {
+    const uint8_t* r = p + segments_at + s * kSegmentRecordBytes;
+    SegmentRecord& seg = h.segments[s];
+    seg.kind = Get32(r);
+    seg.index = Get32(r + 4);
+    seg.logical_bytes = Get64(r + 8);
+    seg.stored_bytes = Get64(r + 16);
+    seg.codec = Get32(r + 24);
+    seg.chunk_count = Get32(r + 28);
+    seg.first_chunk = Get64(r + 32);
+    seg.checksum = Get64(r + 40);
+    const std::string where = "segment " + std::to_string(s);
+    if (seg.kind < TIER_SEGMENT_KIND_MIN || seg.kind > TIER_SEGMENT_KIND_MAX) {
+      return Fail(error, where + ": bad kind");
+    }
+    ids.emplace_back(seg.kind, seg.index);
+    if (!CheckedAdd(logical_total, seg.logical_bytes, &logical_total)) {
+      return Fail(error, where + ": length overflow");
+    }
+    if (seg.kind == TIER_SEGMENT_MANIFEST) {
+      ++manifest_segments;
+      if (seg.codec != kCodecInline || seg.logical_bytes != manifest_bytes ||
+          seg.stored_bytes != 0 || seg.chunk_count != 0 || seg.first_chunk != 0) {
+        return Fail(error, where + ": bad manifest record");
+      }
+      if (seg.checksum != XXH3_64bits(h.manifest.data(), h.manifest.size())) {
+        return Fail(error, where + ": manifest checksum mismatch");
+      }
+      continue;
+    }
+    if (seg.codec != kCodecRaw && seg.codec != kCodecZstd) return Fail(error, where + ": codec");
+    if (seg.chunk_count != (seg.logical_bytes + h.chunk_bytes - 1) / h.chunk_bytes) {
+      return Fail(error, where + ": chunk count does not match its length");
+    }
+    if (seg.first_chunk != next_chunk || seg.chunk_count > chunk_count - next_chunk) {
+      return Fail(error, where + ": chunk range out of the chunk table");
+    }
+    uint64_t stored = 0;
+    for (uint32_t c = 0; c < seg.chunk_count; ++c) {
+      const ChunkRecord& chunk = h.chunks[next_chunk + c];
+      const uint64_t chunk_logical =
+          std::min<uint64_t>(h.chunk_bytes, seg.logical_bytes - uint64_t{c} * h.chunk_bytes);
+      if (chunk.codec == kCodecRaw) {
+        if (chunk.stored_bytes != chunk_logical) return Fail(error, where + ": raw chunk length");
+      } else if (chunk.codec == kCodecZstd) {
+        if (seg.codec != kCodecZstd) return Fail(error, where + ": zstd chunk in a raw segment");
+        if (chunk.stored_bytes == 0 || chunk.stored_bytes > h.chunk_bytes) {
+          return Fail(error, where + ": zstd chunk length");
+        }
+      } else {
+        return Fail(error, where + ": chunk codec");
+      }
+      uint64_t end = 0;
+      if (chunk.file_offset % kBlockBytes != 0 || chunk.file_offset < h.data_offset ||
+          !CheckedAdd(chunk.file_offset, AlignUp(chunk.stored_bytes, kBlockBytes), &end) ||
+          end > h.file_bytes) {
+        return Fail(error, where + ": chunk offset out of the file");
+      }
+      stored += AlignUp(chunk.stored_bytes, kBlockBytes);
+    }
+    if (stored != seg.stored_bytes) return Fail(error, where + ": stored length mismatch");
+    if (seg.checksum !=
+        ChunkTableChecksum(std::span(h.chunks).subspan(next_chunk, seg.chunk_count))) {
+      return Fail(error, where + ": chunk table checksum mismatch");
+    }
+    next_chunk += seg.chunk_count;
+  }
+  if (next_chunk != chunk_count) return Fail(error, "chunk table has unused records");
+  if (manifest_segments > 1) return Fail(error, "more than one manifest");
+  if (manifest_segments == 0 && manifest_bytes != 0) return Fail(error, "orphan manifest bytes");
+  if (logical_total != h.logical_bytes) return Fail(error, "logical length mismatch");
+  std::sort(ids.begin(), ids.end());
+  if (std::adjacent_find(ids.begin(), ids.end()) != ids.end()) {
+    return Fail(error, "duplicate (kind, index)");
+  }
+  // Chunks must not overlap each other or the header region.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  ranges.reserve(chunk_count);
+  for (const ChunkRecord& c : h.chunks) {
+    ranges.emplace_back(c.file_offset, c.file_offset + AlignUp(c.stored_bytes, kBlockBytes));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second) return Fail(error, "overlapping chunks");
+  }
+  *out = std::move(h);
+  return true;
+}
+
+uint64_t EncodeHeader(const Header& h, std::span<uint8_t> out) {
+  const uint64_t content_bytes = HeaderContentBytes(h.namespace_id.size(), h.segments.size(),
+                                                    h.chunks.size(), h.manifest.size());
+  // Callers size `out` from the same counts; a mismatch is a provider bug.
+  if (out.size() < content_bytes) __builtin_trap();
+  uint8_t* p = out.data();
+  std::memset(p, 0, content_bytes);
+  std::memcpy(p + kOffMagic, kMagic, sizeof(kMagic));
+  Put32(p + kOffVersion, kFormatVersion);
+  Put32(p + kOffHeaderBytes, static_cast<uint32_t>(content_bytes));
+  Put32(p + kOffChunkBytes, h.chunk_bytes);
+  std::memcpy(p + kOffKey, h.key.data(), TIER_KEY_BYTES);
+  Put16(p + kOffNamespaceBytes, static_cast<uint16_t>(h.namespace_id.size()));
+  Put32(p + kOffSegmentCount, static_cast<uint32_t>(h.segments.size()));
+  Put64(p + kOffChunkCount, h.chunks.size());
+  Put64(p + kOffManifestBytes, h.manifest.size());
+  Put64(p + kOffLogicalBytes, h.logical_bytes);
+  Put64(p + kOffDataOffset, h.data_offset);
+  Put64(p + kOffFileBytes, h.file_bytes);
+  Put64(p + kOffCreated, h.created_unix_ns);
+  size_t at = kFixedHeaderBytes;
+  std::memcpy(p + at, h.namespace_id.data(), h.namespace_id.size());
+  at += AlignUp(h.namespace_id.size(), 8);
+  for (const SegmentRecord& seg : h.segments) {
+    uint64_t checksum = 0;
+    if (seg.codec == kCodecInline) {
+      checksum = XXH3_64bits(h.manifest.data(), h.manifest.size());
+    } else {
+      checksum = ChunkTableChecksum(std::span(h.chunks).subspan(seg.first_chunk, seg.chunk_count));
+    }
+    Put32(p + at, seg.kind);
+    Put32(p + at + 4, seg.index);
+    Put64(p + at + 8, seg.logical_bytes);
+    Put64(p + at + 16, seg.stored_bytes);
+    Put32(p + at + 24, seg.codec);
+    Put32(p + at + 28, seg.chunk_count);
+    Put64(p + at + 32, seg.first_chunk);
+    Put64(p + at + 40, checksum);
+    at += kSegmentRecordBytes;
+  }
+  for (const ChunkRecord& c : h.chunks) {
+    EncodeChunk(c, p + at);
+    at += kChunkRecordBytes;
+  }
+  if (!h.manifest.empty()) std::memcpy(p + at, h.manifest.data(), h.manifest.size());
+  at += h.manifest.size();
+  Put64(p + kOffChecksum, HeaderChecksum(std::span<const uint8_t>(p, content_bytes)));
+  return at;
+}
+
+}  // namespace tier::disk

@@ -1,0 +1,71 @@
+// job.h -- internal: one accepted spill or restore, and the window of chunk operations a job has
+// in flight. Shared by disk_provider.cc, spill.cc and restore.cc only.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "disk_provider.h"
+
+namespace tier::disk {
+
+struct DiskProvider::Job {
+  enum class Type { kSpill, kRestore };
+  Type type = Type::kSpill;
+  KeyBytes key{};
+  std::vector<tier_segment> segments;  // the caller's table; data borrowed until completion
+  tier_done_fn done = nullptr;
+  void* user_data = nullptr;
+  uint64_t accepted_ns = 0;
+  uint64_t worst_case_bytes = 0;  // spill: the budget reserved at acceptance
+  std::shared_ptr<Entry> entry;   // restore: pinned until completion
+  int fd = -1;                    // restore: opened at acceptance, so a remove cannot break it
+};
+
+// Counts a job's chunk operations in flight and keeps the first error. The runner waits on it;
+// I/O and codec threads only signal it (End must be the last touch of the window).
+struct DiskProvider::ChunkWindow {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint32_t outstanding = 0;
+  Status first_error;
+  std::atomic<bool> failed{false};
+  std::atomic<uint64_t> decompress_cpu_ns{0};
+
+  void Begin() {
+    std::lock_guard lock(mu);
+    ++outstanding;
+  }
+  void Fail(Status status) {
+    std::lock_guard lock(mu);
+    if (first_error.ok()) first_error = std::move(status);
+    failed.store(true);
+  }
+  // Last touch: the runner may destroy the window as soon as this returns.
+  void End() {
+    std::lock_guard lock(mu);
+    --outstanding;
+    cv.notify_all();
+  }
+  void WaitBelow(uint32_t limit) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return outstanding < limit; });
+  }
+  void WaitIdle() { WaitBelow(1); }
+  Status error() {
+    std::lock_guard lock(mu);
+    return first_error;
+  }
+};
+
+// Aligned heap buffer for headers (not from the staging pool: a header may exceed one chunk).
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<uint8_t, AlignedFree>;
+AlignedBuffer AllocateAligned(uint64_t bytes);  // zeroed; throws std::bad_alloc
+
+}  // namespace tier::disk

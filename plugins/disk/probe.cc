@@ -1,0 +1,164 @@
+// The open-time probe: chooses the I/O path (io_uring or threads, O_DIRECT or buffered) by
+// actually writing and reading a few MiB in the tier directory, and seeds the restore estimate
+// with the measured read bandwidth. Falls back loudly: every refused path is logged.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "job.h"
+
+namespace tier::disk {
+namespace {
+
+constexpr uint32_t kProbeBlocks = 16;  // in flight at once: enough to see bandwidth, not latency
+constexpr uint64_t kProbeBlockBytes = 1u << 20;
+
+struct Batch {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint32_t left = 0;
+  int64_t error = 0;  // first negative result or short count marker
+};
+
+// Runs `count` I/Os of `len` bytes at i*len from buffers[i], in parallel, and waits.
+int64_t RunBatch(IoBackend* backend, IoKind kind, int fd, const std::vector<char*>& buffers,
+                 uint64_t len) {
+  Batch batch;
+  batch.left = static_cast<uint32_t>(buffers.size());
+  struct Ctx {
+    Batch* batch;
+    uint64_t len;
+  };
+  std::vector<Ctx> ctx(buffers.size(), Ctx{&batch, len});
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    backend->Submit(IoRequest{kind, fd, buffers[i], len, i * len,
+                              [](void* c, int64_t result) {
+                                auto* x = static_cast<Ctx*>(c);
+                                std::lock_guard lock(x->batch->mu);
+                                if (result < 0 && x->batch->error == 0) x->batch->error = result;
+                                if (result >= 0 && static_cast<uint64_t>(result) != x->len &&
+                                    x->batch->error == 0) {
+                                  x->batch->error = -EIO;
+                                }
+                                if (--x->batch->left == 0) x->batch->cv.notify_all();
+                              },
+                              &ctx[i]});
+  }
+  std::unique_lock lock(batch.mu);
+  batch.cv.wait(lock, [&] { return batch.left == 0; });
+  return batch.error;
+}
+
+}  // namespace
+
+Status DiskProvider::RunProbe(IoBackend* backend, bool direct, double* read_bps,
+                              bool* direct_refused) {
+  *direct_refused = false;
+  const std::string name = ".probe-" + std::to_string(::getpid()) + ".tmp";
+  ops_->UnlinkAt(dir_.dir_fd, name.c_str(), 0);
+  const int fd = ops_->OpenAt(
+      dir_.dir_fd, name.c_str(),
+      O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | (direct ? O_DIRECT : 0), 0600);
+  if (fd < 0) {
+    *direct_refused = direct && fd == -EINVAL;
+    return Status::FromErrno(-fd,
+                             std::string("probe: open with") + (direct ? "" : "out") + " O_DIRECT");
+  }
+  const uint64_t block = std::min<uint64_t>(kProbeBlockBytes, options_.chunk_bytes);
+  const uint32_t blocks = std::min<uint32_t>({kProbeBlocks, pool_->count(), options_.queue_depth});
+  std::vector<char*> buffers;
+  for (uint32_t i = 0; i < blocks; ++i) {
+    buffers.push_back(pool_->TryAcquire());
+    for (uint64_t j = 0; j < block; ++j)
+      buffers.back()[j] = static_cast<char>((i * 131 + j * 7) & 0xff);
+  }
+  Status status;
+  int64_t rc = RunBatch(backend, IoKind::kWrite, fd, buffers, block);
+  if (rc < 0) {
+    *direct_refused = direct && rc == -EINVAL;
+    status = Status::FromErrno(static_cast<int>(-rc), "probe: write");
+  }
+  if (status.ok()) {
+    for (char* b : buffers) std::memset(b, 0, block);
+    const auto t0 = std::chrono::steady_clock::now();
+    rc = RunBatch(backend, IoKind::kRead, fd, buffers, block);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rc < 0) {
+      *direct_refused = direct && rc == -EINVAL;
+      status = Status::FromErrno(static_cast<int>(-rc), "probe: read");
+    } else {
+      for (uint32_t i = 0; i < blocks && status.ok(); ++i) {
+        for (uint64_t j = 0; j < block; ++j) {
+          if (buffers[i][j] != static_cast<char>((i * 131 + j * 7) & 0xff)) {
+            status = Status(TIER_IO_ERROR, "disk: probe: read back different bytes");
+            break;
+          }
+        }
+      }
+      *read_bps = seconds > 0 ? blocks * block / seconds : 1e9;
+    }
+  }
+  for (char* b : buffers) pool_->Release(b);
+  ops_->Close(fd);
+  ops_->UnlinkAt(dir_.dir_fd, name.c_str(), 0);
+  return status;
+}
+
+Status DiskProvider::SelectIoPath() {
+  std::string uring_why;
+  std::unique_ptr<IoBackend> uring;
+  if (seams_.disable_io_uring) {
+    uring_why = "disabled by the caller";
+  } else {
+    uring = MakeIoUringBackend(options_.queue_depth, &uring_why);
+  }
+  if (uring)
+    uring->RegisterBuffer(pool_->base(), pool_->total_bytes());
+  else
+    Log(TIER_LOG_WARN, "disk: io_uring unavailable (" + uring_why + "); using a thread pool");
+
+  bool direct_refused_by_fs = false;
+  std::string failures;
+  for (int use_uring = uring ? 1 : 0; use_uring >= 0; --use_uring) {
+    std::unique_ptr<IoBackend> backend =
+        use_uring ? std::move(uring) : MakeThreadBackend(options_.io_threads, ops_);
+    for (int direct = 1; direct >= 0; --direct) {
+      if (direct && (options_.direct_io == DirectIoMode::kOff || direct_refused_by_fs)) continue;
+      if (!direct && options_.direct_io == DirectIoMode::kOn) continue;
+      double read_bps = 0;
+      bool direct_refused = false;
+      const Status status = RunProbe(backend.get(), direct != 0, &read_bps, &direct_refused);
+      if (status.ok()) {
+        io_path_.io_uring = use_uring != 0;
+        io_path_.direct = direct != 0;
+        io_path_.label =
+            use_uring ? (direct ? TIER_IO_PATH_IO_URING_DIRECT : TIER_IO_PATH_IO_URING_BUFFERED)
+                      : (direct ? TIER_IO_PATH_THREADS_DIRECT : TIER_IO_PATH_THREADS_BUFFERED);
+        // Buffered reads of a file just written come from the page cache: do not believe them.
+        io_path_.probe_read_bytes_per_second = direct ? read_bps : std::min(read_bps, 1e9);
+        backend_ = std::move(backend);
+        if (!failures.empty()) {
+          Log(TIER_LOG_WARN,
+              "disk: fell back to " + std::string(io_path_.label) + " after: " + failures);
+        }
+        return Status::Ok();
+      }
+      direct_refused_by_fs |= direct_refused;
+      failures += std::string(failures.empty() ? "" : "; ") + (use_uring ? "io_uring" : "threads") +
+                  (direct ? "+O_DIRECT: " : "+buffered: ") + status.message();
+    }
+    backend->Shutdown();
+  }
+  if (options_.direct_io == DirectIoMode::kOn) {
+    return Status(TIER_UNSUPPORTED, "disk: option 'direct_io=on' but O_DIRECT does not work in '" +
+                                        options_.dir + "' (" + failures + ")");
+  }
+  return Status(TIER_IO_ERROR, "disk: no working I/O path in '" + options_.dir + "': " + failures);
+}
+
+}  // namespace tier::disk

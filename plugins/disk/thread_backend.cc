@@ -1,0 +1,111 @@
+// The fallback I/O path: a pool of threads doing pread/pwrite (through FileOps).
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+#include "check.h"
+
+#include "io_backend.h"
+
+namespace tier::disk {
+namespace {
+
+class ThreadBackend final : public IoBackend {
+ public:
+  ThreadBackend(uint32_t threads, FileOps* ops) : ops_(ops) {
+    for (uint32_t i = 0; i < threads; ++i) workers_.emplace_back([this] { Run(); });
+  }
+  ~ThreadBackend() override { Shutdown(); }
+
+  const char* name() const override { return "threads"; }
+
+  void Submit(const IoRequest& request) override {
+    {
+      std::lock_guard lock(mu_);
+      TIER_DISK_CHECK(!stopping_);
+      queue_.push_back(request);
+    }
+    cv_.notify_one();
+  }
+
+  void Shutdown() override {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      IoRequest request;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        // Drain the queue before stopping: every submitted request completes.
+        if (queue_.empty()) return;
+        request = queue_.front();
+        queue_.pop_front();
+      }
+      request.done(request.ctx, Transfer(request));
+    }
+  }
+
+  int64_t Transfer(const IoRequest& r) {
+    uint64_t done = 0;
+    while (done < r.len) {
+      char* at = static_cast<char*>(r.buf) + done;
+      const int64_t n = r.kind == IoKind::kRead
+                            ? ops_->PRead(r.fd, at, r.len - done, r.offset + done)
+                            : ops_->PWrite(r.fd, at, r.len - done, r.offset + done);
+      if (n < 0) {
+        if (n == -EAGAIN) continue;
+        return n;
+      }
+      if (n == 0) break;  // end of file (read) or no progress (write): report the short count
+      done += static_cast<uint64_t>(n);
+    }
+    return static_cast<int64_t>(done);
+  }
+
+  FileOps* ops_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<IoRequest> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace
+
+std::unique_ptr<IoBackend> MakeThreadBackend(uint32_t threads, FileOps* ops) {
+  return std::make_unique<ThreadBackend>(threads, ops);
+}
+
+int64_t SyncIo(IoBackend* backend, IoRequest request) {
+  struct Waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    int64_t result = 0;
+  } waiter;
+  request.ctx = &waiter;
+  request.done = [](void* ctx, int64_t result) {
+    auto* w = static_cast<Waiter*>(ctx);
+    std::lock_guard lock(w->mu);
+    w->result = result;
+    w->done = true;
+    w->cv.notify_one();  // under the lock: `waiter` dies as soon as the waiter wakes
+  };
+  backend->Submit(request);
+  std::unique_lock lock(waiter.mu);
+  waiter.cv.wait(lock, [&] { return waiter.done; });
+  return waiter.result;
+}
+
+}  // namespace tier::disk

@@ -1,0 +1,204 @@
+// FaultInjection: every failing file operation completes the spill or restore exactly once with
+// the right status, leaves nothing partial visible, no temporary file, and the budget released.
+#include <thread>
+
+#include "disk_test_util.h"
+#include "test_seams.h"
+
+namespace tier::disk::test {
+namespace {
+
+constexpr const char* kNs = "fault-ns";
+
+struct Rig {
+  TempDir tmp;
+  FakeHost host;
+  std::shared_ptr<FaultyFileOps> fs = std::make_shared<FaultyFileOps>();
+  std::shared_ptr<FaultyBackend> io;
+  std::unique_ptr<DiskProvider> p;
+  Checkpoint cp = StandardCheckpoint(7, 2);
+
+  explicit Rig(Options extra = {}, bool threads = false) {
+    Options o = BaseOptions(tmp.Sub("tier"), 64u << 20).Set("durability", "fdatasync");
+    for (auto& [k, v] : extra.kv) o.Set(k, v);
+    Seams seams;
+    seams.file_ops = fs;
+    seams.wrap_backend = WrapWith(&io);
+    seams.disable_io_uring = threads;
+    auto r = OpenDisk(host, kNs, o, seams);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    p = r.take();
+  }
+
+  tier_stats Stats() {
+    tier_stats s{};
+    s.struct_size = sizeof(s);
+    p->Stats(&s);
+    return s;
+  }
+
+  // Nothing visible, nothing left behind, budget fully released, and the tier still works.
+  void ExpectClean(const std::string& what) {
+    SCOPED_TRACE(what);
+    EXPECT_EQ(Stats().entries, 0u);
+    EXPECT_EQ(Stats().used_bytes, 0u);
+    EXPECT_EQ(Stats().inflight_ops, 0u);
+    for (const std::string& n : ListDir(tmp.Sub("tier"))) {
+      EXPECT_TRUE(n == "LOCK" || n == "quarantine") << "left behind: " << n;
+    }
+    RestoreTarget t = MakeTarget(cp);
+    EXPECT_EQ(RestoreSync(*p, MakeKey(7), t).status, TIER_NOT_FOUND);
+    // The whole budget is available again: a spill of the same checkpoint succeeds now.
+    Done again = SpillSync(*p, MakeKey(7), cp);
+    EXPECT_EQ(again.status, TIER_OK) << again.message;
+    RestoreTarget t2 = MakeTarget(cp);
+    EXPECT_EQ(RestoreSync(*p, MakeKey(7), t2).status, TIER_OK);
+    EXPECT_TRUE(t2.Equals(cp));
+  }
+};
+
+TEST(FaultInjection, WriteEioIsIoError) {
+  Rig rig;
+  rig.io->Fail(IoKind::kWrite, 2, -EIO);
+  Done d = SpillSync(*rig.p, MakeKey(7), rig.cp);
+  EXPECT_EQ(d.status, TIER_IO_ERROR) << d.message;
+  EXPECT_NE(d.message.find(".tmp"), std::string::npos) << d.message;  // names the file
+  EXPECT_EQ(rig.host.Value("tier_cold_spills_total", "disk,io_error"), 1);
+  rig.ExpectClean("EIO");
+}
+
+TEST(FaultInjection, WriteEnospcIsNoSpace) {
+  Rig rig;
+  rig.io->Fail(IoKind::kWrite, 1, -ENOSPC);
+  Done d = SpillSync(*rig.p, MakeKey(7), rig.cp);
+  EXPECT_EQ(d.status, TIER_NO_SPACE) << d.message;
+  rig.ExpectClean("ENOSPC");
+}
+
+TEST(FaultInjection, HeaderWriteFailureLeavesNothing) {
+  Rig rig(Options().Set("compression", "off"));
+  // Chunk writes come first; the header is the last write of the spill.
+  uint64_t chunks = 0;
+  for (const auto& info : rig.cp.infos) {
+    if (info.kind != TIER_SEGMENT_MANIFEST) chunks += (info.length_bytes + (1u << 20) - 1) >> 20;
+  }
+  rig.io->Fail(IoKind::kWrite, static_cast<int>(chunks) + 1, -EIO);
+  Done d = SpillSync(*rig.p, MakeKey(7), rig.cp);
+  EXPECT_EQ(d.status, TIER_IO_ERROR) << d.message;
+  EXPECT_NE(d.message.find("header"), std::string::npos) << d.message;
+  rig.ExpectClean("header EIO");
+}
+
+TEST(FaultInjection, PersistentShortWriteIsIoError) {
+  Rig rig;
+  rig.io->Fail(IoKind::kWrite, 1, 4096);  // the device took one block of a larger write
+  Done d = SpillSync(*rig.p, MakeKey(7), rig.cp);
+  EXPECT_EQ(d.status, TIER_IO_ERROR) << d.message;
+  EXPECT_NE(d.message.find("short write"), std::string::npos) << d.message;
+  rig.ExpectClean("short write");
+}
+
+TEST(FaultInjection, TransientShortPwriteIsRetried) {
+  Rig rig(Options(), /*threads=*/true);  // pread/pwrite path: FileOps sees every call
+  rig.fs->Fail(FsOp::kPWrite, 1, 0);     // half a write, then the rest
+  Done d = SpillSync(*rig.p, MakeKey(7), rig.cp);
+  ASSERT_EQ(d.status, TIER_OK) << d.message;
+  RestoreTarget t = MakeTarget(rig.cp, 1);
+  ASSERT_EQ(RestoreSync(*rig.p, MakeKey(7), t).status, TIER_OK);
+  EXPECT_TRUE(t.Equals(rig.cp));
+}
+
+TEST(FaultInjection, PwriteEioOnThreadPath) {
+  Rig rig(Options(), /*threads=*/true);
+  rig.fs->Fail(FsOp::kPWrite, 3, EIO);
+  Done d = SpillSync(*rig.p, MakeKey(7), rig.cp);
+  EXPECT_EQ(d.status, TIER_IO_ERROR) << d.message;
+  rig.ExpectClean("pwrite EIO");
+}
+
+TEST(FaultInjection, FdatasyncFailureIsIoError) {
+  Rig rig;
+  rig.fs->Fail(FsOp::kFDataSync, 1, EIO);
+  Done d = SpillSync(*rig.p, MakeKey(7), rig.cp);
+  EXPECT_EQ(d.status, TIER_IO_ERROR) << d.message;
+  EXPECT_NE(d.message.find("fdatasync"), std::string::npos);
+  rig.ExpectClean("fdatasync");
+}
+
+TEST(FaultInjection, RenameFailureIsIoError) {
+  Rig rig;
+  rig.fs->Fail(FsOp::kRename, 1, EIO);
+  Done d = SpillSync(*rig.p, MakeKey(7), rig.cp);
+  EXPECT_EQ(d.status, TIER_IO_ERROR) << d.message;
+  EXPECT_NE(d.message.find("rename"), std::string::npos);
+  rig.ExpectClean("rename");
+}
+
+TEST(FaultInjection, DirectoryFsyncFailureUnpublishes) {
+  Rig rig;
+  rig.fs->Fail(FsOp::kFSyncDir, 1, EIO);
+  Done d = SpillSync(*rig.p, MakeKey(7), rig.cp);
+  EXPECT_EQ(d.status, TIER_IO_ERROR) << d.message;
+  rig.ExpectClean("fsync dir");
+}
+
+TEST(FaultInjection, TempCreateEnospcIsNoSpace) {
+  Rig rig;
+  rig.fs->Fail(FsOp::kOpenTemp, 1, ENOSPC);
+  Done d = SpillSync(*rig.p, MakeKey(7), rig.cp);
+  EXPECT_EQ(d.status, TIER_NO_SPACE) << d.message;
+  rig.ExpectClean("create temp");
+}
+
+TEST(FaultInjection, FtruncateFailure) {
+  Rig rig;
+  rig.fs->Fail(FsOp::kFTruncate, 1, EIO);
+  Done d = SpillSync(*rig.p, MakeKey(7), rig.cp);
+  EXPECT_EQ(d.status, TIER_IO_ERROR) << d.message;
+  rig.ExpectClean("ftruncate");
+}
+
+TEST(FaultInjection, ReadEioIsIoErrorAndKeepsTheEntry) {
+  Rig rig;
+  ASSERT_EQ(SpillSync(*rig.p, MakeKey(7), rig.cp).status, TIER_OK);
+  for (int nth : {1, 3}) {  // the header read, then a chunk read
+    rig.io->Fail(IoKind::kRead, nth, -EIO);
+    RestoreTarget t = MakeTarget(rig.cp);
+    Done d = RestoreSync(*rig.p, MakeKey(7), t);
+    EXPECT_EQ(d.status, TIER_IO_ERROR) << d.message;
+    EXPECT_EQ(d.logical_bytes, 0u);
+    EXPECT_EQ(rig.Stats().entries, 1u);  // an I/O error is not proof of corruption
+  }
+  RestoreTarget t = MakeTarget(rig.cp);
+  ASSERT_EQ(RestoreSync(*rig.p, MakeKey(7), t).status, TIER_OK);
+  EXPECT_TRUE(t.Equals(rig.cp));
+  EXPECT_EQ(rig.host.Value("tier_cold_restores_total", "disk,io_error"), 2);
+}
+
+TEST(FaultInjection, ShortReadIsDataLoss) {
+  Rig rig;
+  ASSERT_EQ(SpillSync(*rig.p, MakeKey(7), rig.cp).status, TIER_OK);
+  rig.io->Fail(IoKind::kRead, 2, 0);  // end of file where a chunk should be
+  RestoreTarget t = MakeTarget(rig.cp);
+  Done d = RestoreSync(*rig.p, MakeKey(7), t);
+  EXPECT_EQ(d.status, TIER_DATA_LOSS) << d.message;
+  EXPECT_EQ(rig.Stats().entries, 0u);
+  EXPECT_EQ(rig.Stats().used_bytes, 0u);
+  EXPECT_EQ(ListDir(rig.tmp.Sub("tier/quarantine")).size(), 1u);
+}
+
+TEST(FaultInjection, EveryWriteFailurePointLeavesNothing) {
+  // Fail each write of a spill in turn (chunks, then the header).
+  for (int nth = 1; nth <= 7; ++nth) {
+    SCOPED_TRACE("write " + std::to_string(nth));
+    Rig rig(Options().Set("chunk_kib", "512"));
+    rig.io->Fail(IoKind::kWrite, nth, -EIO);
+    Done d = SpillSync(*rig.p, MakeKey(7), rig.cp);
+    if (d.status == TIER_OK) continue;  // fewer writes than nth
+    EXPECT_EQ(d.status, TIER_IO_ERROR) << d.message;
+    rig.ExpectClean("write " + std::to_string(nth));
+  }
+}
+
+}  // namespace
+}  // namespace tier::disk::test
