@@ -90,8 +90,8 @@ Result<ReplayReport> ReplayOnce(const ServerConfig& config, const ReplayConfig& 
     std::snprintf(seconds, sizeof(seconds), "%g", replay_config.wait_for_scrape_s);
     Log(TIER_LOG_INFO, std::string("waiting up to ") + seconds +
                            " s for /metrics to be scraped (--wait-for-scrape)");
-    const auto timeout = std::chrono::milliseconds(
-        static_cast<int64_t>(replay_config.wait_for_scrape_s * 1000.0));
+    const auto timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(replay_config.wait_for_scrape_s * 1000.0));
     if (!server->WaitForScrapeStartedAfter(started, timeout)) {
       Log(TIER_LOG_WARN, "no scrape of /metrics within --wait-for-scrape; replaying anyway");
     }

@@ -77,7 +77,9 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& h
 
 MetricsServer::~MetricsServer() = default;
 
-uint64_t MetricsServer::scrapes_started() const { return scrape_counter_->started(); }
+uint64_t MetricsServer::scrapes_started() const {
+  return scrape_counter_->started();
+}
 
 bool MetricsServer::WaitForScrapeStartedAfter(uint64_t started,
                                               std::chrono::milliseconds timeout) const {

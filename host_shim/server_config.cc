@@ -85,9 +85,10 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
   replay.add_flag("!--no-progress", c.progress, "No progress line on stderr");
   replay.add_flag("--linger", c.linger,
                   "Keep serving /metrics after the replay until SIGINT or SIGTERM");
-  replay.add_option("--wait-for-scrape", c.wait_for_scrape_s,
-                    "With --metrics-addr: before replaying, wait up to SECONDS for /metrics to be "
-                    "scraped once, so a Prometheus sees every counter start from zero")
+  replay
+      .add_option("--wait-for-scrape", c.wait_for_scrape_s,
+                  "With --metrics-addr: before replaying, wait up to SECONDS for /metrics to be "
+                  "scraped once, so a Prometheus sees every counter start from zero")
       ->type_name("SECONDS")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));

@@ -42,7 +42,7 @@ struct ReplayConfig {
   bool compare_null = false;
   bool progress = true;
   bool linger = false;
-  double wait_for_scrape_s = 0;     // --wait-for-scrape SECONDS (0 = start at once)
+  double wait_for_scrape_s = 0;  // --wait-for-scrape SECONDS (0 = start at once)
 };
 
 // Registers the server flags on `app` (writing into `config`).

@@ -41,8 +41,8 @@ const char* OutcomeName(Outcome outcome) {
 namespace {
 // The (from, to) pairs of tier_transitions_total: what the planner does (planner.cc).
 constexpr std::pair<const char*, const char*> kTransitionPairs[] = {
-    {"none", "device"}, {"none", "host"},      {"device", "host"},
-    {"host", "device"}, {"host", "cold"},      {"cold", "host"},
+    {"none", "device"},    {"none", "host"},    {"device", "host"},
+    {"host", "device"},    {"host", "cold"},    {"cold", "host"},
     {"device", "evicted"}, {"host", "evicted"}, {"cold", "evicted"},
 };
 }  // namespace

@@ -19,8 +19,8 @@ namespace {
 using tier::test::ScopedTempDir;
 
 std::vector<ContractRow> ReadmeRows() {
-  const std::string section = Between(ReadFile(README_PATH), "<!-- metrics-table:begin -->",
-                                      "<!-- metrics-table:end -->");
+  const std::string section =
+      Between(ReadFile(README_PATH), "<!-- metrics-table:begin -->", "<!-- metrics-table:end -->");
   std::vector<std::string> errors;
   std::vector<ContractRow> rows = ParseContractTable(section, &errors);
   for (const std::string& e : errors) ADD_FAILURE() << "README metric table: " << e;
@@ -28,7 +28,8 @@ std::vector<ContractRow> ReadmeRows() {
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string Join(const std::set<std::string>& items) {
@@ -42,8 +43,8 @@ TEST(Contract, TableFollowsPrometheusNaming) {
   ASSERT_GE(rows.size(), 20u) << "the README metric table is missing or was not parsed";
   std::set<std::string> names;
   static const std::set<std::string> kForbiddenLabels = {
-      "key", "session", "session_id", "request", "request_id", "id", "hash", "namespace", "dir",
-      "file", "user", "le_", "instance", "job"};
+      "key",       "session", "session_id", "request", "request_id", "id",       "hash",
+      "namespace", "dir",     "file",       "user",    "le_",        "instance", "job"};
   static const std::regex kName("[a-z][a-z0-9_]*");
   for (const ContractRow& row : rows) {
     SCOPED_TRACE(row.name);
@@ -63,8 +64,8 @@ TEST(Contract, TableFollowsPrometheusNaming) {
     for (const char* reserved : {"_count", "_sum", "_bucket"}) {
       EXPECT_FALSE(EndsWith(row.name, reserved)) << "reserved suffix " << reserved;
     }
-    const std::string base = EndsWith(row.name, "_total") ? row.name.substr(0, row.name.size() - 6)
-                                                          : row.name;
+    const std::string base =
+        EndsWith(row.name, "_total") ? row.name.substr(0, row.name.size() - 6) : row.name;
     EXPECT_EQ(EndsWith(base, "_seconds"), row.unit == "seconds") << "unit " << row.unit;
     EXPECT_EQ(EndsWith(base, "_bytes"), row.unit == "bytes") << "unit " << row.unit;
     for (const char* non_base : {"_milliseconds", "_ms", "_kib", "_mib", "_gib", "_kb", "_mb"}) {
@@ -111,8 +112,8 @@ TEST(Contract, TableMatchesTheAbiHeader) {
   };
   std::set<std::string> statuses;
   for (int s = 0; s < TIER_STATUS_COUNT; ++s) statuses.insert(tier_status_name(s));
-  for (const char* family : {TIER_METRIC_COLD_SPILLS, TIER_METRIC_COLD_RESTORES,
-                             TIER_METRIC_COLD_REMOVES}) {
+  for (const char* family :
+       {TIER_METRIC_COLD_SPILLS, TIER_METRIC_COLD_RESTORES, TIER_METRIC_COLD_REMOVES}) {
     EXPECT_EQ(values(family, "result"), statuses) << family;
   }
   EXPECT_EQ(values(TIER_METRIC_COLD_DECISIONS, "decision"),
@@ -203,15 +204,17 @@ void ExpectPromtoolAcceptsIt(const std::string& text, const std::string& dir) {
   EXPECT_EQ(check.out + check.err, "") << "promtool check metrics has remarks";
 }
 
-std::vector<std::string> SmallAgentsReplay() { return {"--workload", "agents", "--sessions", "6"}; }
+std::vector<std::string> SmallAgentsReplay() {
+  return {"--workload", "agents", "--sessions", "6"};
+}
 
 TEST(Contract, NullProviderExpositionMatchesTheTable) {
   ScopedTempDir dir("tier-obs");
   LingeringReplay replay(dir.path());
   std::string error;
   ASSERT_TRUE(replay.Start(TIER_HOST,
-                           {"--cold-kv-dir", "", "--bytes-scale", "1000", "--device-kv-mib",
-                            "2048", "--host-kv-mib", "3072"},
+                           {"--cold-kv-dir", "", "--bytes-scale", "1000", "--device-kv-mib", "2048",
+                            "--host-kv-mib", "3072"},
                            0, SmallAgentsReplay(), 180, &error))
       << error;
   const std::string text = replay.Scrape(&error);
@@ -228,11 +231,11 @@ TEST(Contract, DiskProviderExpositionMatchesTheTable) {
   ScopedTempDir dir("tier-obs");
   LingeringReplay replay(dir.path());
   std::string error;
-  ASSERT_TRUE(replay.Start(TIER_HOST,
-                           {"--tier-plugin", plugin, "--cold-kv-dir", dir.path() + "/cold",
-                            "--cold-kv-gib", "64", "--bytes-scale", "1000", "--device-kv-mib",
-                            "2048", "--host-kv-mib", "3072"},
-                           0, SmallAgentsReplay(), 180, &error))
+  ASSERT_TRUE(replay.Start(
+      TIER_HOST,
+      {"--tier-plugin", plugin, "--cold-kv-dir", dir.path() + "/cold", "--cold-kv-gib", "64",
+       "--bytes-scale", "1000", "--device-kv-mib", "2048", "--host-kv-mib", "3072"},
+      0, SmallAgentsReplay(), 180, &error))
       << error;
   const std::string text = replay.Scrape(&error);
   ASSERT_FALSE(text.empty()) << error;
@@ -262,7 +265,8 @@ TEST(Contract, ComparisonCatchesDisagreementsBothWays) {
       "# TYPE tier_g_bytes gauge\ntier_g_bytes{tier=\"host\"} 1\ntier_g_bytes{tier=\"cold\"} 2\n";
   EXPECT_EQ(Disagreements(rows, agreeing, "disk", true), std::vector<std::string>{});
   // Exposed but not listed: a family, a label value, a label name; the wrong type or provider.
-  const std::string extra = agreeing +
+  const std::string extra =
+      agreeing +
       "# TYPE tier_other_total counter\ntier_other_total 1\n"
       "# TYPE tier_cold_x_total counter\ntier_cold_x_total{kind=\"c\",provider=\"disk\"} 1\n";
   const auto extra_found = Disagreements(rows, extra, "disk", true);
@@ -270,7 +274,8 @@ TEST(Contract, ComparisonCatchesDisagreementsBothWays) {
   const auto wrong_provider = Disagreements(rows, agreeing, "null", true);
   EXPECT_EQ(wrong_provider.size(), 1u) << ::testing::PrintToString(wrong_provider);
   std::string retyped = ReplaceAll(agreeing, "tier_g_bytes gauge", "tier_g_bytes counter");
-  retyped = ReplaceAll(retyped, "tier_g_bytes{tier=\"cold\"} 2", "tier_g_bytes{tier=\"cold\",x=\"y\"} 2");
+  retyped =
+      ReplaceAll(retyped, "tier_g_bytes{tier=\"cold\"} 2", "tier_g_bytes{tier=\"cold\",x=\"y\"} 2");
   EXPECT_EQ(Disagreements(rows, retyped, "disk", true).size(), 2u);
   // Listed but not exposed: a family, a server label value; provider values only when complete.
   std::string missing = ReplaceAll(agreeing, "tier_g_bytes{tier=\"cold\"} 2\n", "");

@@ -83,9 +83,9 @@ TEST(Dashboard, EveryPanelIsBoundToTheDatasourceVariableAndLaidOut) {
   const json d = LoadDashboard();
   ASSERT_FALSE(d.is_discarded());
   const json datasource = {{"type", "prometheus"}, {"uid", "${datasource}"}};
-  static const std::set<std::string> kTypes = {"row", "timeseries", "stat", "gauge", "bargauge",
-                                               "table", "piechart", "text", "heatmap",
-                                               "state-timeline"};
+  static const std::set<std::string> kTypes = {"row",      "timeseries",    "stat",     "gauge",
+                                               "bargauge", "table",         "piechart", "text",
+                                               "heatmap",  "state-timeline"};
   std::set<int> ids;
   std::set<std::string> titles;
   std::vector<json> cells;  // gridPos of every panel, for the overlap check
@@ -100,7 +100,8 @@ TEST(Dashboard, EveryPanelIsBoundToTheDatasourceVariableAndLaidOut) {
     EXPECT_EQ(kTypes.count(p.value("type", "")), 1u) << p.value("type", "");
     ASSERT_TRUE(p.contains("gridPos"));
     const json& g = p["gridPos"];
-    for (const char* k : {"h", "w", "x", "y"}) ASSERT_TRUE(g.contains(k) && g[k].is_number_integer()) << k;
+    for (const char* k : {"h", "w", "x", "y"})
+      ASSERT_TRUE(g.contains(k) && g[k].is_number_integer()) << k;
     EXPECT_GE(g["x"].get<int>(), 0);
     EXPECT_GT(g["w"].get<int>(), 0);
     EXPECT_GT(g["h"].get<int>(), 0);
@@ -142,10 +143,14 @@ TEST(Dashboard, CoversTheIssuesList) {
       {"restore rate", R"(rate\(tier_cold_restores_total)"},
       {"spill throughput", R"(rate\(tier_cold_spill_bytes_total)"},
       {"restore throughput", R"(rate\(tier_cold_restore_bytes_total)"},
-      {"restore p50", R"(histogram_quantile\(0\.5, [^\n]*tier_cold_restore_duration_seconds_bucket)"},
-      {"restore p95", R"(histogram_quantile\(0\.95, [^\n]*tier_cold_restore_duration_seconds_bucket)"},
-      {"restore p99", R"(histogram_quantile\(0\.99, [^\n]*tier_cold_restore_duration_seconds_bucket)"},
-      {"decision mix by reason", R"(by \(decision, reason\) \(rate\(tier_cold_restore_decisions_total)"},
+      {"restore p50",
+       R"(histogram_quantile\(0\.5, [^\n]*tier_cold_restore_duration_seconds_bucket)"},
+      {"restore p95",
+       R"(histogram_quantile\(0\.95, [^\n]*tier_cold_restore_duration_seconds_bucket)"},
+      {"restore p99",
+       R"(histogram_quantile\(0\.99, [^\n]*tier_cold_restore_duration_seconds_bucket)"},
+      {"decision mix by reason",
+       R"(by \(decision, reason\) \(rate\(tier_cold_restore_decisions_total)"},
       {"cold used", R"(tier_cold_used_bytes)"},
       {"cold capacity", R"(tier_cold_capacity_bytes)"},
       {"cold entries", R"(tier_cold_entries)"},
@@ -157,8 +162,8 @@ TEST(Dashboard, CoversTheIssuesList) {
       {"prefill seconds saved", R"(tier_prefill_saved_seconds_total)"},
   };
   for (const auto& [what, pattern] : wanted) {
-    EXPECT_TRUE(std::regex_search(all, std::regex(pattern))) << "no panel shows " << what
-                                                             << " (/" << pattern << "/)";
+    EXPECT_TRUE(std::regex_search(all, std::regex(pattern)))
+        << "no panel shows " << what << " (/" << pattern << "/)";
   }
 }
 
@@ -205,7 +210,8 @@ std::vector<std::string> CheckAgainstContract(const std::string& where, const st
                  std::sregex_token_iterator(value.begin(), value.end(), bar, -1),
                  std::sregex_token_iterator())) {
           if (std::find(values->begin(), values->end(), alt) == values->end()) {
-            problems.push_back(where + ": " + family + "{" + label + "} has no value '" + alt + "'");
+            problems.push_back(where + ": " + family + "{" + label + "} has no value '" + alt +
+                               "'");
           }
         }
       }
@@ -218,7 +224,8 @@ std::vector<std::string> CheckAgainstContract(const std::string& where, const st
     }
   }
   // Labels an expression creates itself: label_replace(v, "dst", "replacement", "src", "regex").
-  static const std::regex created(R"re(,\s*"(\w+)"\s*,\s*"[^"]*"\s*,\s*"[^"]*"\s*,\s*"[^"]*"\s*\))re");
+  static const std::regex created(
+      R"re(,\s*"(\w+)"\s*,\s*"[^"]*"\s*,\s*"[^"]*"\s*,\s*"[^"]*"\s*\))re");
   for (auto it = std::sregex_iterator(expr.begin(), expr.end(), created);
        it != std::sregex_iterator(); ++it) {
     labels_in_use.insert((*it)[1].str());
@@ -251,9 +258,16 @@ TEST(Dashboard, QueriesOnlyMetricsLabelsAndValuesOfTheContract) {
   }
   EXPECT_EQ(report, "") << report;
   // The checker itself: a typo in a label value, a metric or a label is caught.
-  EXPECT_EQ(CheckAgainstContract("t", R"(rate(tier_cold_spills_total{instance=~"$instance",result="io-error"}[5m]))", rows, true).size(), 1u);
-  EXPECT_EQ(CheckAgainstContract("t", R"(tier_cold_spill_total{instance=~"$instance"})", rows, true).size(), 1u);
-  EXPECT_EQ(CheckAgainstContract("t", R"(sum by (reason) (tier_cold_entries))", rows, true).size(), 2u);
+  EXPECT_EQ(CheckAgainstContract(
+                "t", R"(rate(tier_cold_spills_total{instance=~"$instance",result="io-error"}[5m]))",
+                rows, true)
+                .size(),
+            1u);
+  EXPECT_EQ(CheckAgainstContract("t", R"(tier_cold_spill_total{instance=~"$instance"})", rows, true)
+                .size(),
+            1u);
+  EXPECT_EQ(CheckAgainstContract("t", R"(sum by (reason) (tier_cold_entries))", rows, true).size(),
+            2u);
 }
 
 TEST(Rules, QueryOnlyMetricsLabelsAndValuesOfTheContract) {
@@ -294,11 +308,13 @@ TEST(Readme, DescribesEveryPanelAndAlert) {
 }
 
 TEST(Provisioning, DashboardProviderLoadsTheFolder) {
-  const std::string provider = ReadFile(std::string(DASHBOARDS_DIR) + "/provisioning/dashboards.yaml");
+  const std::string provider =
+      ReadFile(std::string(DASHBOARDS_DIR) + "/provisioning/dashboards.yaml");
   EXPECT_NE(provider.find("apiVersion: 1"), std::string::npos);
   EXPECT_NE(provider.find("type: file"), std::string::npos);
   EXPECT_TRUE(std::regex_search(provider, std::regex(R"(\n\s+path: /\S+)"))) << provider;
-  const std::string datasource = ReadFile(std::string(DASHBOARDS_DIR) + "/provisioning/datasource.yaml");
+  const std::string datasource =
+      ReadFile(std::string(DASHBOARDS_DIR) + "/provisioning/datasource.yaml");
   EXPECT_NE(datasource.find("type: prometheus"), std::string::npos);
 }
 

@@ -1,8 +1,9 @@
 // live_prometheus_test.cc -- LivePrometheus: a real Prometheus (Debian's package) on loopback
-// scrapes a `tier-host replay --linger --wait-for-scrape` in progress, loads dashboards/tier-alerts.yaml,
-// and then every dashboard panel query and every alert expression is evaluated through its HTTP
-// API. One process runs the whole suite (one Prometheus, one replay); everything it starts is
-// stopped in TearDownTestSuite, by the Child destructors, or by PR_SET_PDEATHSIG if it dies.
+// scrapes a `tier-host replay --linger --wait-for-scrape` in progress, loads
+// dashboards/tier-alerts.yaml, and then every dashboard panel query and every alert expression is
+// evaluated through its HTTP API. One process runs the whole suite (one Prometheus, one replay);
+// everything it starts is stopped in TearDownTestSuite, by the Child destructors, or by
+// PR_SET_PDEATHSIG if it dies.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -59,8 +60,7 @@ const std::map<std::string, Expect>& PanelExpectations() {
 }
 
 double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct QueryResult {
@@ -76,8 +76,9 @@ class LivePrometheus : public ::testing::Test {
     setup_error_ = new std::string();
     dir_ = new ScopedTempDir("tier-obs-prom");
     if (std::string(PROMETHEUS).empty() || std::string(PROMTOOL).empty()) {
-      *setup_error_ = "prometheus/promtool not found at configure time: install Debian's "
-                      "prometheus package (.ci/install-deps.sh) and reconfigure";
+      *setup_error_ =
+          "prometheus/promtool not found at configure time: install Debian's "
+          "prometheus package (.ci/install-deps.sh) and reconfigure";
       return;
     }
     disk_plugin_ = new std::string(DiskPluginPath());
@@ -87,11 +88,15 @@ class LivePrometheus : public ::testing::Test {
     instance_ = new std::string("127.0.0.1:" + std::to_string(metrics_port_));
     // Scrape every second; rules evaluated every second; the tier-host port is fixed up front so
     // Prometheus is already scraping when tier-host opens it.
-    const std::string config = "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                               "  evaluation_interval: 1s\n"
-                               "rule_files:\n  - " + kRules + "\n"
-                               "scrape_configs:\n  - job_name: tier\n    static_configs:\n"
-                               "      - targets: ['" + *instance_ + "']\n";
+    const std::string config =
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        "  evaluation_interval: 1s\n"
+        "rule_files:\n  - " +
+        kRules +
+        "\n"
+        "scrape_configs:\n  - job_name: tier\n    static_configs:\n"
+        "      - targets: ['" +
+        *instance_ + "']\n";
     WriteFile(dir + "/prometheus.yml", config);
     prometheus_ = new Child();
     std::string error;
@@ -104,7 +109,9 @@ class LivePrometheus : public ::testing::Test {
       return;
     }
     const bool ready = WaitFor(
-        [] { return !prometheus_->running() || HttpGet(prometheus_port_, "/-/ready", 2).status == 200; },
+        [] {
+          return !prometheus_->running() || HttpGet(prometheus_port_, "/-/ready", 2).status == 200;
+        },
         90, 0.2);
     if (!ready || !prometheus_->running()) {
       *setup_error_ = "Prometheus did not become ready:\n" + ReadFile(dir + "/prometheus.err");
@@ -113,12 +120,13 @@ class LivePrometheus : public ::testing::Test {
     // The replay: held until Prometheus has scraped every series at zero, then kept up.
     std::vector<std::string> server;
     if (!disk_plugin_->empty()) {
-      server = {"--tier-plugin", *disk_plugin_, "--cold-kv-dir", dir + "/cold", "--cold-kv-gib",
-                "64"};
+      server = {"--tier-plugin", *disk_plugin_,   "--cold-kv-dir",
+                dir + "/cold",   "--cold-kv-gib", "64"};
     } else {
       server = {"--cold-kv-dir", ""};
     }
-    for (const char* a : {"--bytes-scale", "1000", "--device-kv-mib", "2048", "--host-kv-mib", "3072"}) {
+    for (const char* a :
+         {"--bytes-scale", "1000", "--device-kv-mib", "2048", "--host-kv-mib", "3072"}) {
       server.push_back(a);
     }
     replay_ = new LingeringReplay(dir);
@@ -138,9 +146,10 @@ class LivePrometheus : public ::testing::Test {
     const auto families = ParseExposition(*exposition_, &parse_errors);
     families_ = new std::map<std::string, Family>(families);
     // Wait until Prometheus holds the final values (a scrape after the replay ended).
-    const double admissions = families.count("tier_admissions_total")
-                                  ? families.at("tier_admissions_total").sum("tier_admissions_total")
-                                  : -1;
+    const double admissions =
+        families.count("tier_admissions_total")
+            ? families.at("tier_admissions_total").sum("tier_admissions_total")
+            : -1;
     const bool caught_up = WaitFor(
         [&] {
           QueryResult r = Query("sum(tier_admissions_total{instance=\"" + *instance_ + "\"})");
@@ -193,7 +202,8 @@ class LivePrometheus : public ::testing::Test {
     const json& data = body["data"];
     auto value = [](const json& pair) { return std::stod(pair[1].get<std::string>()); };
     if (data["resultType"] == "vector") {
-      for (const json& s : data["result"]) result.series.emplace_back(s["metric"], value(s["value"]));
+      for (const json& s : data["result"])
+        result.series.emplace_back(s["metric"], value(s["value"]));
     } else if (data["resultType"] == "scalar") {
       result.series.emplace_back(json::object(), value(data["result"]));
     } else {
@@ -251,8 +261,8 @@ class LivePrometheus : public ::testing::Test {
 
 TEST_F(LivePrometheus, ScrapesTheReplayFromZeroAndPromtoolAcceptsTheExposition) {
   std::cout << "[ info ] Prometheus " << PROMETHEUS << " on port " << prometheus_port_
-            << ", tier-host (" << (disk_plugin_->empty() ? "null" : "disk")
-            << " provider) on port " << metrics_port_ << ", ready in " << setup_seconds_ << " s\n";
+            << ", tier-host (" << (disk_plugin_->empty() ? "null" : "disk") << " provider) on port "
+            << metrics_port_ << ", ready in " << setup_seconds_ << " s\n";
   const QueryResult up = Query("up{job=\"tier\"}");
   ASSERT_TRUE(up.ok) << up.error;
   ASSERT_EQ(up.series.size(), 1u);
@@ -278,7 +288,8 @@ TEST_F(LivePrometheus, InstanceVariableFindsTheServer) {
   ASSERT_EQ(r.status, 200) << r.error << r.body;
   const json body = json::parse(r.body, nullptr, false);
   ASSERT_FALSE(body.is_discarded());
-  EXPECT_EQ(body["data"], json::array({*instance_})) << "label_values(tier_admissions_total, instance)";
+  EXPECT_EQ(body["data"], json::array({*instance_}))
+      << "label_values(tier_admissions_total, instance)";
 }
 
 TEST_F(LivePrometheus, EveryPanelReturnsDataForTheReplay) {
@@ -313,11 +324,13 @@ TEST_F(LivePrometheus, EveryPanelReturnsDataForTheReplay) {
         }
         any_positive = any_positive || value > 0;
         any_nonzero = any_nonzero || value != 0;
-        shown += "\n  " + target.value("refId", "") + " " + labels.dump() + " = " + std::to_string(value);
+        shown += "\n  " + target.value("refId", "") + " " + labels.dump() + " = " +
+                 std::to_string(value);
       }
     }
     std::cout << "[ panel ] " << title << ":" << (shown.empty() ? " (no data)" : shown) << "\n";
-    if (!disk) continue;  // the null provider: the queries run; the cold panels have nothing to show
+    if (!disk)
+      continue;  // the null provider: the queries run; the cold panels have nothing to show
     EXPECT_TRUE(any_series);
     if (expectation->second == Expect::kPositive) {
       EXPECT_TRUE(any_positive) << "expected activity for this workload:" << shown;
@@ -327,7 +340,8 @@ TEST_F(LivePrometheus, EveryPanelReturnsDataForTheReplay) {
   }
   EXPECT_GE(queries, 20);
   for (const auto& [title, expectation] : PanelExpectations()) {
-    EXPECT_EQ(seen.count(title), 1u) << "PanelExpectations names a panel the dashboard lacks: " << title;
+    EXPECT_EQ(seen.count(title), 1u)
+        << "PanelExpectations names a panel the dashboard lacks: " << title;
   }
   if (!disk) GTEST_SKIP() << "no disk provider built: panel values checked only with it";
 }
@@ -361,7 +375,8 @@ TEST_F(LivePrometheus, AlertRulesLoadEvaluateAndAgreeWithTheExposition) {
   const double used = Sum("tier_cold_used_bytes"), capacity = Sum("tier_cold_capacity_bytes");
   const double cost = Sum("tier_cold_restore_decisions_total", "reason", {"cost"});
   const double cheaper = Sum("tier_cold_restore_decisions_total", "reason", {"cheaper"});
-  const std::set<std::string> failures = {"io_error", "internal", "invalid_argument", "unsupported"};
+  const std::set<std::string> failures = {"io_error", "internal", "invalid_argument",
+                                          "unsupported"};
   const double errors = Sum("tier_cold_spills_total", "result", failures) +
                         Sum("tier_cold_restores_total", "result", failures) +
                         Sum("tier_cold_removes_total", "result", failures);

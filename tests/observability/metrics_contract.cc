@@ -40,8 +40,12 @@ std::vector<std::string> CodeSpans(const std::string& cell) {
   return spans;
 }
 
-bool IsIdentStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':'; }
-bool IsIdentChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':'; }
+bool IsIdentStart(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':';
+}
+bool IsIdentChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':';
+}
 
 // Reads a quoted string starting at s[i] (", ' or `); returns its unescaped value, moves i past it.
 std::string ReadQuoted(const std::string& s, size_t& i) {
@@ -95,8 +99,8 @@ void ReadMatchers(const std::string& s, size_t& i, Selector* selector) {
 
 const std::set<std::string>& Keywords() {
   static const std::set<std::string> words = {
-      "by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless",
-      "bool", "offset", "inf", "nan", "Inf", "NaN", "atan2"};
+      "by",     "without", "on",     "ignoring", "group_left", "group_right", "and", "or",
+      "unless", "bool",    "offset", "inf",      "nan",        "Inf",         "NaN", "atan2"};
   return words;
 }
 
@@ -157,7 +161,8 @@ std::map<std::string, ContractRow> ContractByName(const std::vector<ContractRow>
   return by_name;
 }
 
-// ---- Exposition -----------------------------------------------------------------------------------
+// ---- Exposition
+// -----------------------------------------------------------------------------------
 
 std::set<std::string> Family::label_names() const {
   std::set<std::string> names;
@@ -265,8 +270,9 @@ std::vector<Selector> Selectors(const std::string& expr) {
       ReadMatchers(s, i, &selector);
       selector.text = s.substr(b, i - b);
       if (!selector.metric.empty()) selectors.push_back(std::move(selector));
-    } else if (std::isdigit(static_cast<unsigned char>(c)) || (c == '.' && i + 1 < s.size() &&
-                                                               std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
+    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
+               (c == '.' && i + 1 < s.size() &&
+                std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
       while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
     } else if (c == '$') {
       ++i;
@@ -325,8 +331,8 @@ std::string FamilyOf(const std::string& sample_name,
         sample_name.compare(sample_name.size() - sfx.size(), sfx.size(), sfx) == 0) {
       const std::string base = sample_name.substr(0, sample_name.size() - sfx.size());
       auto it = rows.find(base);
-      if (it != rows.end() && (it->second.type == "histogram" ||
-                               (it->second.type == "summary" && sfx != "_bucket"))) {
+      if (it != rows.end() &&
+          (it->second.type == "histogram" || (it->second.type == "summary" && sfx != "_bucket"))) {
         return base;
       }
     }

@@ -33,7 +33,8 @@ std::vector<ContractRow> ParseContractTable(const std::string& section,
                                             std::vector<std::string>* errors);
 std::map<std::string, ContractRow> ContractByName(const std::vector<ContractRow>& rows);
 
-// ---- Exposition -----------------------------------------------------------------------------------
+// ---- Exposition
+// -----------------------------------------------------------------------------------
 
 struct Sample {
   std::string name;  // as exposed, e.g. tier_x_bucket
@@ -59,10 +60,10 @@ std::map<std::string, Family> ParseExposition(const std::string& text,
 // ---- PromQL -------------------------------------------------------------------------------------
 
 struct Selector {
-  std::string metric;  // as written, e.g. tier_x_bucket
-  std::vector<std::pair<std::string, std::string>> equal;    // label="value"
+  std::string metric;                                         // as written, e.g. tier_x_bucket
+  std::vector<std::pair<std::string, std::string>> equal;     // label="value"
   std::vector<std::pair<std::string, std::string>> matchers;  // every label=~ != !~ "value"
-  std::string text;    // the selector as written
+  std::string text;                                           // the selector as written
 };
 // Every vector selector naming a metric (`name{...}` or a bare `name`) in a PromQL expression,
 // plus {__name__=~"..."} selectors (metric = the regex). Function names and keywords are skipped.
@@ -70,7 +71,8 @@ std::vector<Selector> Selectors(const std::string& expr);
 // Label names in by (...) / without (...) clauses.
 std::set<std::string> GroupingLabels(const std::string& expr);
 // The family name a sample name belongs to (strips _bucket, _count, _sum for the given types).
-std::string FamilyOf(const std::string& sample_name, const std::map<std::string, ContractRow>& rows);
+std::string FamilyOf(const std::string& sample_name,
+                     const std::map<std::string, ContractRow>& rows);
 
 // Every `expr:` of a Prometheus rules YAML file, with the alert name before it.
 std::vector<std::pair<std::string, std::string>> RuleExpressions(const std::string& yaml);
@@ -83,9 +85,8 @@ class LingeringReplay {
  public:
   LingeringReplay(std::string dir) : dir_(std::move(dir)) {}
   // False with a message when it did not reach "replay done" within timeout_s.
-  bool Start(const std::string& tier_host, const std::vector<std::string>& server_args,
-             int port, const std::vector<std::string>& replay_args, double timeout_s,
-             std::string* error);
+  bool Start(const std::string& tier_host, const std::vector<std::string>& server_args, int port,
+             const std::vector<std::string>& replay_args, double timeout_s, std::string* error);
   int port() const { return port_; }
   std::string Scrape(std::string* error) const;  // GET /metrics
   Child& child() { return child_; }

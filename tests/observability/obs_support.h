@@ -55,7 +55,7 @@ RunResult Run(const std::vector<std::string>& argv, const std::string& stdin_pat
 int FreeLoopbackPort();
 
 struct HttpResponse {
-  int status = 0;     // HTTP status, 0 when there was no answer
+  int status = 0;  // HTTP status, 0 when there was no answer
   std::string body;
   std::string error;  // why there was no answer
 };
