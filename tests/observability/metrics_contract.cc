@@ -419,10 +419,7 @@ std::string LingeringReplay::log() const {
 }
 
 std::string DiskPluginPath() {
-  std::string path = TIER_DISK_PLUGIN;
-  if (path.empty()) {
-    if (const char* env = std::getenv("TIER_OBS_DISK_PLUGIN"); env != nullptr) path = env;
-  }
+  const std::string path = TIER_DISK_PLUGIN;
   if (!path.empty() && !std::filesystem::exists(path)) return "";
   return path;
 }

@@ -98,8 +98,7 @@ class LingeringReplay {
   int port_ = 0;
 };
 
-// Paths of the plugin files (compile-time, or TIER_OBS_DISK_PLUGIN for a disk plugin built
-// elsewhere); "" when absent.
+// The disk provider built with this tree (libtier_disk.so); "" when it is not built.
 std::string DiskPluginPath();
 
 }  // namespace tier::obs
