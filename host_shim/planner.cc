@@ -423,10 +423,10 @@ bool Planner::MakeRoomOnDevice(uint64_t logical_bytes, uint64_t now_ns, uint64_t
   return catalog_.logical_bytes_in(kDevice) + logical_bytes <= capacity;
 }
 
-bool Planner::PromoteToDevice(CheckpointEntry* entry, uint64_t now_ns, uint64_t* ns) {
+bool Planner::LoadIntoLane(CheckpointEntry* entry, const HostCopy& source, uint64_t now_ns,
+                           uint64_t* ns) {
   if (entry->in(kDevice)) return true;
-  if (!MakeRoomOnDevice(entry->logical_bytes, now_ns, ns)) return false;
-  auto copy = device_->Upload(*entry->host_copy);
+  auto copy = device_->Upload(source);
   if (!copy.ok()) {
     Log(TIER_LOG_WARN, "planner: host-to-device copy failed: " + copy.status().ToString());
     return false;
@@ -438,9 +438,12 @@ bool Planner::PromoteToDevice(CheckpointEntry* entry, uint64_t now_ns, uint64_t*
     return false;
   }
   *ns += cost_.HostToDeviceNs(entry->logical_bytes, entry->segments.size());
-  entry->device_copy = copy.take();
-  catalog_.AddPlacement(entry, kDevice);
-  metrics_->Transition("host", "device");
+  // The request runs from this copy either way; it stays parked on Device only if there is room.
+  if (MakeRoomOnDevice(entry->logical_bytes, now_ns, ns)) {
+    entry->device_copy = copy.take();
+    catalog_.AddPlacement(entry, kDevice);
+    metrics_->Transition("host", "device");
+  }
   return true;
 }
 
@@ -472,7 +475,7 @@ AdmissionResult Planner::TryColdRestore(CheckpointEntry* entry, uint64_t now_ns,
     return result;
   }
   const uint64_t planned_generation = entry->generation;
-  const bool room = MakeRoomOnHost(entry->logical_bytes, now_ns);
+  const bool host_room = MakeRoomOnHost(entry->logical_bytes, now_ns);
   if (after_plan_hook) after_plan_hook(entry);
   // A plan is only good for the catalog it was made against.
   CheckpointEntry* now = catalog_.Find(key);
@@ -481,13 +484,11 @@ AdmissionResult Planner::TryColdRestore(CheckpointEntry* entry, uint64_t now_ns,
     Log(TIER_LOG_DEBUG, "planner: stale plan for " + KeyHex(key) + ", prefilling from the root");
     return result;
   }
-  if (!room) {
-    *skip = RootReason::kBusy;
-    return result;
-  }
+  // Without room to keep a Host copy the restore still stages through host memory (the arena
+  // keeps slack for it); only an exhausted arena stops it.
   auto buffers = NewHostCopy(*entry);
   if (buffers == nullptr) {
-    *skip = RootReason::kBusy;
+    *skip = RootReason::kNoRoom;
     return result;
   }
   ++entry->pins;
@@ -514,15 +515,17 @@ AdmissionResult Planner::TryColdRestore(CheckpointEntry* entry, uint64_t now_ns,
   totals_.restored_logical_bytes += entry->logical_bytes;
   totals_.restored_stored_bytes += done.stored_bytes;
   if (entry->readopted) ++totals_.readopted_hits;
-  entry->host_copy = std::move(buffers);
-  catalog_.AddPlacement(entry, kHost);
-  metrics_->Transition("cold", "host");
   // Measured wall time of the real (scaled) restore, scaled back to the logical size.
   result.admission_ns = done.duration_ns * config_.bytes_scale;
-  if (!PromoteToDevice(entry, now_ns, &result.admission_ns)) {
+  if (!LoadIntoLane(entry, *buffers, now_ns, &result.admission_ns)) {
     --entry->pins;
-    *skip = RootReason::kBusy;
+    *skip = RootReason::kRestoreFailed;
     return result;
+  }
+  if (host_room) {
+    entry->host_copy = std::move(buffers);
+    catalog_.AddPlacement(entry, kHost);
+    metrics_->Transition("cold", "host");
   }
   result.outcome = Outcome::kColdRestore;
   result.entry = entry;  // stays pinned
@@ -549,13 +552,13 @@ AdmissionResult Planner::Admit(std::span<const uint64_t> blocks, uint64_t now_ns
     } else if (entry->in(kHost)) {
       ++entry->pins;
       uint64_t ns = 0;
-      if (PromoteToDevice(entry, now_ns, &ns)) {
+      if (LoadIntoLane(entry, *entry->host_copy, now_ns, &ns)) {
         attempt.outcome = Outcome::kHostRestore;
         attempt.entry = entry;
         attempt.admission_ns = ns;
       } else {
         --entry->pins;
-        if (!skipped) result.root_reason = RootReason::kBusy;
+        if (!skipped) result.root_reason = RootReason::kRestoreFailed;
         skipped = true;
         continue;
       }

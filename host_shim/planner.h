@@ -109,8 +109,9 @@ class Planner {
   bool MakeRoomOnCold(uint64_t stored_bytes, double below_value, uint64_t now_ns);
   // Demotes a Device copy to Host (copying it there first when it is the only copy).
   bool DemoteFromDevice(CheckpointEntry* entry, uint64_t now_ns, uint64_t* ns);
-  // Copies the Host copy to Device and verifies it.
-  bool PromoteToDevice(CheckpointEntry* entry, uint64_t now_ns, uint64_t* ns);
+  // Copies `source` to Device for the admitted request and verifies it; keeps it parked on Device
+  // (a Device placement) when there is room. False only when the copy fails.
+  bool LoadIntoLane(CheckpointEntry* entry, const HostCopy& source, uint64_t now_ns, uint64_t* ns);
   void RemovePlacement(CheckpointEntry* entry, Placement placement, const char* to);
   void Drop(CheckpointEntry* entry, const char* from);
   void ForgetCold(CheckpointEntry* entry);

@@ -16,6 +16,8 @@ const char* RootReasonName(RootReason reason) {
       return "corrupt";
     case RootReason::kBusy:
       return "busy";
+    case RootReason::kNoRoom:
+      return "no_room";
     case RootReason::kStalePlan:
       return "stale_plan";
     case RootReason::kRestoreFailed:
@@ -61,8 +63,9 @@ ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
   }
   transitions_ = registry->Counter(
       "tier_transitions_total",
-      "Checkpoint placements created, by source and destination tier (none = newly sealed, "
-      "evicted = dropped from the catalog).",
+      "Checkpoint placements created or dropped, by source and destination tier (none = newly "
+      "sealed; evicted = the copy in `from` was dropped, and the checkpoint left the catalog if it "
+      "was its last copy).",
       {"from", "to"});
   // Every pair the planner can produce exists from the start (at zero), so rate() and the
   // dashboards see a series before the first transition of each kind.

@@ -17,10 +17,11 @@ enum class RootReason {
   kCost,           // restoring from cold would cost at least the predicted prefill
   kCorrupt,        // the cold checkpoint failed verification (data loss)
   kBusy,           // the provider could not take the restore now
+  kNoRoom,         // no host memory to stage the restore (everything pinned)
   kStalePlan,      // the catalog changed between the plan and its execution
   kRestoreFailed,  // an I/O or other error during the restore
 };
-constexpr int kRootReasonCount = 7;
+constexpr int kRootReasonCount = 8;
 const char* RootReasonName(RootReason reason);
 
 enum class Outcome { kDeviceHit, kHostRestore, kColdRestore, kRootPrefill };
