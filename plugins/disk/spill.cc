@@ -6,6 +6,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <new>
@@ -252,6 +253,15 @@ void DiskProvider::RunSpill(Job* job) {
       status = Status::FromErrno(-fd, "spill: create '" + options_.dir + "/" + temp + "'");
     else
       temp_exists = true;
+  }
+  if (status.ok()) {
+    // Reserve the worst case up front (the budget already holds it; ftruncate gives back what the
+    // chunks did not use): chunk writes then land inside the file instead of extending it, which
+    // ext4 would serialize, one direct write at a time. Filesystems without fallocate just write.
+    const int rc = ops_->FAllocate(fd, job->worst_case_bytes);
+    if (rc == -ENOSPC || rc == -EDQUOT) {
+      status = Status::FromErrno(-rc, "spill: fallocate '" + options_.dir + "/" + temp + "'");
+    }
   }
 
   std::atomic<uint64_t> next_offset{header.data_offset};
