@@ -97,8 +97,11 @@ class DiskProvider {
   Status ScanDirectory();                                    // recovery.cc
   Status ReadHeader(int fd, Header* header, bool* corrupt);  // restore.cc
 
-  void RunJob(Job* job);      // runner thread
-  void RunSpill(Job* job);    // spill.cc
+  void RunJob(Job* job);    // runner thread
+  void RunSpill(Job* job);  // spill.cc
+  // `auto`'s guard: the single-thread decompression speed a segment's codec needs for its
+  // restore to keep up with the disk (read bandwidth / (threads x kAutoRestoreSlack)). spill.cc
+  double MinDecompressBytesPerSecond() const;
   void RunRestore(Job* job);  // restore.cc
   void Complete(Job* job, const Status& status, uint64_t logical_bytes, uint64_t stored_bytes);
   void Quarantine(const std::string& file_name, const std::string& why, DataLossWhere where);

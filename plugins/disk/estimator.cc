@@ -38,6 +38,22 @@ void RestoreEstimator::Observe(uint64_t stored_bytes, uint64_t duration_ns,
   read_bps_ = std::clamp((1 - kAlpha) * read_bps_ + kAlpha * bps, kMinBps, kMaxBps);
 }
 
+void RestoreEstimator::ObserveCompressedRestore(uint64_t logical_bytes, uint64_t zstd_logical_bytes,
+                                                uint64_t duration_ns) {
+  if (zstd_logical_bytes < kMinCompressedObservation || duration_ns == 0) return;
+  const double bps = logical_bytes * 1e9 / static_cast<double>(duration_ns);
+  std::lock_guard lock(mu_);
+  compressed_restore_bps_ =
+      compressed_restore_bps_ == 0
+          ? bps
+          : std::clamp((1 - kAlpha) * compressed_restore_bps_ + kAlpha * bps, kMinBps, kMaxBps);
+}
+
+double RestoreEstimator::compressed_restore_bytes_per_second() const {
+  std::lock_guard lock(mu_);
+  return compressed_restore_bps_;
+}
+
 double RestoreEstimator::read_bytes_per_second() const {
   std::lock_guard lock(mu_);
   return read_bps_;

@@ -24,8 +24,19 @@ class RestoreEstimator {
   void Observe(uint64_t stored_bytes, uint64_t duration_ns, uint64_t zstd_logical_bytes,
                uint64_t decompress_cpu_ns);
 
+  // Feeds the logical throughput (logical bytes over wall time) of one successful restore that
+  // decompressed at least kMinCompressedObservation bytes: what compression really cost here,
+  // CPU contention included. `auto` compresses only while it keeps up with the read bandwidth.
+  // Any thread.
+  void ObserveCompressedRestore(uint64_t logical_bytes, uint64_t zstd_logical_bytes,
+                                uint64_t duration_ns);
+
   double read_bytes_per_second() const;
   double decompress_bytes_per_second() const;
+  // Moving average of ObserveCompressedRestore's throughputs; 0 before the first.
+  double compressed_restore_bytes_per_second() const;
+
+  static constexpr uint64_t kMinCompressedObservation = 32ull << 20;
 
   static constexpr uint64_t kFixedOverheadNs = 500'000;  // open, header read, scheduling
   static constexpr double kAlpha = 0.25;                 // EWMA weight of a new observation
@@ -34,6 +45,7 @@ class RestoreEstimator {
   mutable std::mutex mu_;
   double read_bps_;
   double decompress_bps_;  // per codec thread
+  double compressed_restore_bps_ = 0;
   const uint32_t codec_threads_;
 };
 

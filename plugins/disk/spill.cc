@@ -4,6 +4,7 @@
 // is synced as durability asks, renamed to its final name and the directory synced. Only then is
 // the checkpoint visible. Any failure removes the temporary file and releases the budget.
 #include <fcntl.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -28,7 +29,7 @@ struct SpillChunk {
   const uint8_t* src;
   uint64_t len;
   ChunkRecord* record;
-  bool try_zstd;
+  uint32_t codec;  // the segment's: kCodecRaw or a zstd codec to try on this chunk
   int zstd_level;
   char* staging;  // nullptr: written straight from the caller's buffer
   std::atomic<uint64_t>* next_offset;
@@ -59,14 +60,14 @@ void SpillChunkWork(SpillChunk* op) {
   if (op->staging != nullptr) {
     uint64_t n = 0;
     const uint64_t padded = AlignUp(op->len, kBlockBytes);
-    if (op->try_zstd && padded > kBlockBytes) {
+    if (IsZstdCodec(op->codec) && padded > kBlockBytes) {
       // Only worth it when the frame saves at least one 4 KiB block on disk.
-      n = CompressChunk({op->src, op->len},
-                        {reinterpret_cast<uint8_t*>(op->staging), padded - kBlockBytes},
-                        op->zstd_level);
+      n = CompressChunkAs(op->codec, {op->src, op->len},
+                          {reinterpret_cast<uint8_t*>(op->staging), padded - kBlockBytes},
+                          op->zstd_level);
     }
     if (n > 0) {
-      codec = kCodecZstd;
+      codec = op->codec;
       stored = n;
     } else {
       std::memcpy(op->staging, op->src, op->len);
@@ -94,6 +95,10 @@ void SpillChunkWork(SpillChunk* op) {
 bool Aligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % kBlockBytes == 0;
 }
+
+// `auto` compresses a segment only if restoring it compressed takes at most this much longer than
+// reading it raw (restore is pipelined: max(stored / read, logical / (decompress x threads))).
+constexpr double kAutoRestoreSlack = 1.05;
 
 }  // namespace
 
@@ -197,6 +202,15 @@ Status DiskProvider::Spill(const tier_key* key, const tier_segment* segments,
   return Status::Ok();
 }
 
+double DiskProvider::MinDecompressBytesPerSecond() const {
+  // Decompression runs on min(codec_threads, CPUs this process may use) threads at once.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  const double threads = std::max(1.0, std::min<double>(options_.codec_threads, usable));
+  return estimator_->read_bytes_per_second() / (kAutoRestoreSlack * threads);
+}
+
 void DiskProvider::RunSpill(Job* job) {
   const uint32_t chunk = options_.chunk_bytes;
   const bool direct = io_path_.direct;
@@ -230,10 +244,23 @@ void DiskProvider::RunSpill(Job* job) {
         continue;
       }
       const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(seg.data), seg.length_bytes);
-      const bool zstd = options_.compression == CompressionMode::kZstd ||
-                        (options_.compression == CompressionMode::kAuto &&
-                         CompressionPays(bytes, options_.zstd_level));
-      rec.codec = zstd ? kCodecZstd : kCodecRaw;
+      rec.codec = kCodecRaw;
+      if (options_.compression != CompressionMode::kOff) {
+        // zstd: the best zstd codec on the samples. auto: only when it saves 10% and restoring
+        // it is not slower than reading it raw (within kAutoRestoreSlack): the segment's
+        // samples decompress fast enough for the codec threads to keep up with the disk's read
+        // bandwidth (the restore estimator's), and the compressed restores this instance has
+        // timed did keep up (their wall time shows a CPU shared with other work).
+        const bool automatic = options_.compression == CompressionMode::kAuto;
+        const double min_bps = automatic ? MinDecompressBytesPerSecond() : 0.0;
+        const double seen = estimator_->compressed_restore_bytes_per_second();
+        if (automatic && seen > 0 &&
+            seen * kAutoRestoreSlack < estimator_->read_bytes_per_second()) {
+          rec.codec = kCodecRaw;  // compressed restores here ran slower than raw reads would
+        } else {
+          rec.codec = ChooseCodec(bytes, options_.zstd_level, automatic, min_bps).codec;
+        }
+      }
       rec.chunk_count = static_cast<uint32_t>((seg.length_bytes + chunk - 1) / chunk);
       rec.first_chunk = chunk_total;
       chunk_total += rec.chunk_count;
@@ -285,18 +312,10 @@ void DiskProvider::RunSpill(Job* job) {
             staging = pool_->Acquire(stop);
             if (staging == nullptr) break;
           }
-          auto* op = new (std::nothrow) SpillChunk{&window,
-                                                   backend_.get(),
-                                                   pool_.get(),
-                                                   &temp,
-                                                   fd,
-                                                   base + offset,
-                                                   len,
-                                                   &header.chunks[rec.first_chunk + c],
-                                                   rec.codec == kCodecZstd,
-                                                   options_.zstd_level,
-                                                   staging,
-                                                   &next_offset};
+          auto* op = new (std::nothrow) SpillChunk{
+              &window,   backend_.get(),      pool_.get(), &temp,
+              fd,        base + offset,       len,         &header.chunks[rec.first_chunk + c],
+              rec.codec, options_.zstd_level, staging,     &next_offset};
           if (op == nullptr) {
             if (staging != nullptr) pool_->Release(staging);
             window.Fail(Status(TIER_INTERNAL, "disk: spill: out of memory"));
@@ -399,7 +418,7 @@ void DiskProvider::RunSpill(Job* job) {
         entry->segments.push_back({rec.kind, rec.index, rec.logical_bytes});
         for (uint32_t c = 0; c < rec.chunk_count; ++c) {
           const ChunkRecord& ch = header.chunks[rec.first_chunk + c];
-          if (ch.codec == kCodecZstd) {
+          if (IsZstdCodec(ch.codec)) {
             entry->zstd_logical_bytes +=
                 std::min<uint64_t>(chunk, rec.logical_bytes - uint64_t{c} * chunk);
           }
