@@ -66,6 +66,7 @@ json ContestantJson(const ContestantRun& c) {
   }
   if (c.stored_bytes > 0) {
     j["stored_bytes"] = c.stored_bytes;
+    j["stored_bytes_per_round"] = c.stored_per_round;
     j["stored_over_logical"] = double(c.stored_bytes) / double(c.logical_bytes);
   }
   return j;
@@ -97,6 +98,14 @@ Summary Summarize(const BenchResult& result) {
     c.stored_auto = a->stored_bytes;
     c.stored_raw = r->stored_bytes;
     c.capacity_gain = c.stored_auto > 0 ? double(c.stored_raw) / double(c.stored_auto) : 0;
+    for (uint64_t stored : a->stored_per_round) {
+      c.auto_stored_ratio.push_back(double(stored) / double(a->logical_bytes));
+    }
+    if (const ContestantRun* z = kind.Find(kOursZstd); z != nullptr) {
+      c.restore_time_zstd_vs_raw = MedianRatio(AsDouble(z->restore_ns), AsDouble(r->restore_ns));
+      c.spill_time_zstd_vs_raw = MedianRatio(AsDouble(z->spill_ns), AsDouble(r->spill_ns));
+      c.zstd_capacity_gain = z->stored_bytes > 0 ? double(r->stored_bytes) / z->stored_bytes : 0;
+    }
     s.compression.push_back(c);
   }
   for (const MemoryProbeResult& p : result.memory.probes) {
@@ -163,18 +172,31 @@ void PrintReport(const BenchResult& result, const Summary& s, std::ostream& out)
   out << "  spill_vs_naive   " << Fixed(s.spill_vs_naive)
       << "   (naive spill timed to its fsync; fwrite+fclose alone is in the JSON)\n";
   for (const CompressionSummary& c : s.compression) {
+    std::string rounds;
+    for (double r : c.auto_stored_ratio) {
+      char one[16];
+      std::snprintf(one, sizeof(one), "%s%.3f", rounds.empty() ? "" : " ", r);
+      rounds += one;
+    }
     std::snprintf(line, sizeof(line),
                   "auto vs off on %s: restore time x%s of raw (target <= %.2f: %s), spill time "
-                  "x%s, capacity gain x%.3f (%s stored of %s)\n",
+                  "x%s; auto stored/logical per round: %s\n",
                   DataKindName(c.kind), Fixed(c.restore_time_auto_vs_raw, "%.3f").c_str(),
                   kMaxAutoRestoreSlowdown,
                   Verdict(c.restore_time_auto_vs_raw,
                           c.restore_time_auto_vs_raw &&
                               *c.restore_time_auto_vs_raw <= kMaxAutoRestoreSlowdown)
                       .c_str(),
-                  Fixed(c.spill_time_auto_vs_raw, "%.3f").c_str(), c.capacity_gain,
-                  FormatBytes(c.stored_auto).c_str(), FormatBytes(c.stored_raw).c_str());
+                  Fixed(c.spill_time_auto_vs_raw, "%.3f").c_str(), rounds.c_str());
     out << line;
+    if (c.zstd_capacity_gain > 0) {
+      std::snprintf(line, sizeof(line),
+                    "zstd vs off on %s: capacity gain x%.3f, restore time x%s, spill time x%s\n",
+                    DataKindName(c.kind), c.zstd_capacity_gain,
+                    Fixed(c.restore_time_zstd_vs_raw, "%.3f").c_str(),
+                    Fixed(c.spill_time_zstd_vs_raw, "%.3f").c_str());
+      out << line;
+    }
   }
   const MemoryRun& m = result.memory;
   if (m.ran) {
@@ -248,7 +270,12 @@ json ReportJson(const BenchResult& result, const Summary& s) {
         {"spill_time_auto_vs_raw", Optional(c.spill_time_auto_vs_raw)},
         {"stored_bytes_auto", c.stored_auto},
         {"stored_bytes_raw", c.stored_raw},
-        {"capacity_gain", c.capacity_gain}};
+        {"capacity_gain", c.capacity_gain},
+        {"auto_stored_over_logical_per_round", c.auto_stored_ratio},
+        {"restore_time_zstd_vs_raw", Optional(c.restore_time_zstd_vs_raw)},
+        {"spill_time_zstd_vs_raw", Optional(c.spill_time_zstd_vs_raw)},
+        {"zstd_capacity_gain",
+         c.zstd_capacity_gain > 0 ? json(c.zstd_capacity_gain) : json(nullptr)}};
   }
   j["compression"] = compression;
   const MemoryRun& m = result.memory;

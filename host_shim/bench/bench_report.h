@@ -23,8 +23,12 @@ struct CompressionSummary {
   DataKind kind = DataKind::kBf16;
   std::optional<double> restore_time_auto_vs_raw;  // median of per-round time ratios
   std::optional<double> spill_time_auto_vs_raw;
-  uint64_t stored_auto = 0, stored_raw = 0;
-  double capacity_gain = 0;  // stored raw / stored auto
+  uint64_t stored_auto = 0, stored_raw = 0;  // the last round's spill
+  double capacity_gain = 0;                  // stored raw / stored auto (last round)
+  std::vector<double> auto_stored_ratio;     // stored / logical of auto's spill, per round
+  // compression=zstd (--with-zstd), else unset / 0:
+  std::optional<double> restore_time_zstd_vs_raw, spill_time_zstd_vs_raw;
+  double zstd_capacity_gain = 0;
 };
 
 struct Summary {

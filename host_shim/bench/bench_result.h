@@ -18,11 +18,12 @@ namespace tier::bench {
 // Stable ids, used as JSON keys.
 inline constexpr const char* kFio = "fio";
 inline constexpr const char* kNaive = "naive";
-inline constexpr const char* kOurs = "ours";         // the provider as configured
-inline constexpr const char* kOursRaw = "ours_raw";  // the same with compression=off
+inline constexpr const char* kOurs = "ours";           // the provider as configured
+inline constexpr const char* kOursRaw = "ours_raw";    // the same with compression=off
+inline constexpr const char* kOursZstd = "ours_zstd";  // the same with compression=zstd
 
 struct ContestantRun {
-  std::string id;     // kFio, kNaive, kOurs, kOursRaw
+  std::string id;     // kFio, kNaive, kOurs, kOursRaw, kOursZstd
   std::string label;  // "fio (limit)", "naive peer", "ours (compression=auto)", ...
   bool available = true;
   std::string note;  // why not available ("fio not installed"), or how it was measured
@@ -31,7 +32,8 @@ struct ContestantRun {
   std::vector<uint64_t> restore_ns;
   std::vector<uint64_t> spill_buffered_ns;  // naive: fwrite+fclose only (page cache)
   uint64_t logical_bytes = 0;               // moved per operation
-  uint64_t stored_bytes = 0;                // on disk after a spill (provider's report)
+  uint64_t stored_bytes = 0;                // on disk after the last spill (provider's report)
+  std::vector<uint64_t> stored_per_round;   // the provider's: each round's spill
   uint64_t restores_checked = 0;
   uint64_t restores_exact = 0;
 };

@@ -57,7 +57,7 @@ std::string FilesystemName(const std::string& dir) {
 }
 
 char Letter(const std::string& id) {
-  return id == kFio ? 'f' : id == kNaive ? 'n' : id == kOurs ? 'o' : 'r';
+  return id == kFio ? 'f' : id == kNaive ? 'n' : id == kOurs ? 'o' : id == kOursZstd ? 'z' : 'r';
 }
 
 class Run {
@@ -67,13 +67,14 @@ class Run {
   ~Run() { Cleanup(); }
 
   Result<BenchResult> Go() {
-    const auto t0 = Clock::now();
+    const auto t0 = start_;
     if (Status s = Prepare(); !s.ok()) return s;
     for (DataKind kind : config_.kinds) {
       if (Status s = MeasureKind(kind); !s.ok()) return s;
     }
     ours_.reset();
     ours_raw_.reset();
+    ours_zstd_.reset();
     source_ = SegmentBuffers();
     restored_ = SegmentBuffers();
     MeasureMemory();
@@ -91,7 +92,10 @@ class Run {
   void MeasureMemory();
   void Cleanup();
   ProviderRunner* RunnerFor(const std::string& id) {
-    return id == kOurs ? ours_.get() : id == kOursRaw ? ours_raw_.get() : nullptr;
+    return id == kOurs       ? ours_.get()
+           : id == kOursRaw  ? ours_raw_.get()
+           : id == kOursZstd ? ours_zstd_.get()
+                             : nullptr;
   }
   std::string KeyText(DataKind kind, const std::string& id, uint32_t round) const {
     return "tier-bench/" + std::string(DataKindName(kind)) + "/" + id + "/" + std::to_string(round);
@@ -99,13 +103,14 @@ class Run {
   ProviderOptions OptionsFor(const std::string& id) const;
 
   const BenchConfig& config_;
+  const Clock::time_point start_ = Clock::now();
   const std::string self_exe_;
   std::ostream& progress_;
   BenchResult result_;
   std::string profile_path_;
   std::string work_;
   std::string namespace_id_;
-  std::unique_ptr<ProviderRunner> ours_, ours_raw_;
+  std::unique_ptr<ProviderRunner> ours_, ours_raw_, ours_zstd_;
   SegmentBuffers source_, restored_;
   std::string kept_key_;  // the provider checkpoint left for the memory probe
   DataKind kept_kind_ = DataKind::kRandom;
@@ -192,13 +197,15 @@ Status Run::Prepare() {
 
 ProviderOptions Run::OptionsFor(const std::string& id) const {
   const uint64_t bytes = result_.shape.logical_bytes();
-  ProviderOptions options = {{"dir", work_ + "/" + (id == kOurs ? "ours" : "ours-raw")},
+  const std::string sub = id == kOurs ? "ours" : id == kOursRaw ? "ours-raw" : "ours-zstd";
+  ProviderOptions options = {{"dir", work_ + "/" + sub},
                              {"capacity_bytes", std::to_string(3 * bytes + (1ull << 30))}};
   for (const auto& [k, v] : config_.provider_options) {
-    if (id == kOursRaw && k == "compression") continue;
+    if (id != kOurs && k == "compression") continue;
     options.emplace_back(k, v);
   }
   if (id == kOursRaw) options.emplace_back("compression", "off");
+  if (id == kOursZstd) options.emplace_back("compression", "zstd");
   return options;
 }
 
@@ -215,6 +222,11 @@ Status Run::OpenProviders() {
     auto raw = ProviderRunner::Open(config_.plugin, namespace_id_, OptionsFor(kOursRaw));
     if (!raw.ok()) return raw.status();
     ours_raw_ = raw.take();
+  }
+  if (compressible && config_.with_zstd) {
+    auto zstd = ProviderRunner::Open(config_.plugin, namespace_id_, OptionsFor(kOursZstd));
+    if (!zstd.ok()) return zstd.status();
+    ours_zstd_ = zstd.take();
   }
   return Status::Ok();
 }
@@ -242,6 +254,7 @@ Status Run::MeasureKind(DataKind kind) {
     if (config_.run_naive) add(kNaive, "naive peer", true, "FILE* per segment, one thread");
   } else {
     add(kOursRaw, "ours (compression=off)", true, "");
+    if (config_.with_zstd) add(kOursZstd, "ours (compression=zstd)", true, "");
   }
   add(kOurs, "ours (compression=" + compression + ")", true, "");
 
@@ -280,7 +293,7 @@ Status Run::MeasureKind(DataKind kind) {
                     double(c.logical_bytes) / double(c.restore_ns.back()));
       progress_ << line;
     }
-    progress_ << " GB/s spill/restore" << std::endl;
+    progress_ << " GB/s spill/restore [" << NsSince(start_) / 1000000 << " ms]" << std::endl;
     const bool last_random = kind == DataKind::kRandom && round + 1 == config_.repeats;
     for (ContestantRun& c : run.contestants) {
       if (c.available) Forget(c, run, round, last_random && c.id == kOurs);
@@ -315,6 +328,7 @@ Status Run::SpillOne(ContestantRun& c, const KindRun& kind, uint32_t round) {
   if (!t.ok()) return Status(t.status().code(), c.label + ": " + t.status().message());
   c.spill_ns.push_back(t.value().wall_ns);
   c.stored_bytes = t.value().stored_bytes;
+  c.stored_per_round.push_back(t.value().stored_bytes);
   return Status::Ok();
 }
 
@@ -386,31 +400,30 @@ void Run::MeasureMemory() {
   request.kind = kept_kind_;
   request.seed = kept_seed_;
   request.key_text = kept_key_;
-  // Aligned buffers (the zero-copy path), then buffers off by 512 bytes (every chunk through
-  // the staging pool: the most memory the provider uses).
-  for (uint64_t misalign :
-       {config_.misalign, config_.misalign == 0 ? uint64_t{512} : uint64_t{0}}) {
-    request.misalign = misalign;
-    Result<MemoryProbeResult> probe = RunMemoryProbe(self_exe_, request);
-    if (!probe.ok()) {
-      memory.note = probe.status().ToString();
-      return;
-    }
-    memory.probes.push_back(probe.value());
-    progress_ << "memory: restore of " << probe.value().checkpoint_bytes << " bytes into "
-              << (misalign == 0 ? "aligned" : "misaligned") << " buffers: provider peak "
-              << (probe.value().provider_peak_bytes >> 20) << " MiB"
-              << (probe.value().byte_exact ? ", byte-exact" : ", NOT byte-exact") << std::endl;
+  // Buffers off 4 KiB alignment (by --misalign, else 512 bytes): every chunk then goes through
+  // the staging pool, the most memory the provider uses for a restore.
+  request.misalign = config_.misalign != 0 ? config_.misalign : 512;
+  Result<MemoryProbeResult> probe = RunMemoryProbe(self_exe_, request);
+  if (!probe.ok()) {
+    memory.note = probe.status().ToString();
+    return;
   }
+  memory.probes.push_back(probe.value());
+  progress_ << "memory: restore of " << probe.value().checkpoint_bytes
+            << " bytes into misaligned buffers: provider peak "
+            << (probe.value().provider_peak_bytes >> 20) << " MiB"
+            << (probe.value().byte_exact ? ", byte-exact" : ", NOT byte-exact") << std::endl;
   memory.ran = true;
   memory.note =
-      "child process: destination buffers faulted in, clear_refs=5, VmRSS baseline; then "
-      "dlopen + open + restore; provider peak = VmHWM - baseline";
+      "child process: destination buffers (misaligned: every chunk through staging) faulted in, "
+      "clear_refs=5, VmRSS baseline; then dlopen + open + restore; provider peak = VmHWM - "
+      "baseline";
 }
 
 void Run::Cleanup() {
   ours_.reset();
   ours_raw_.reset();
+  ours_zstd_.reset();
   if (!work_.empty() && !config_.keep_files) {
     std::error_code ec;
     std::filesystem::remove_all(work_, ec);

@@ -35,7 +35,8 @@ class SegmentBuffers {
   // Fills every segment with its bytes of `kind` (segment i from FillSegment(kind, seed, i)).
   // Uses up to `threads` threads.
   void Fill(DataKind kind, uint64_t seed, unsigned threads);
-  // Overwrites every byte (so a restore that skips a chunk cannot pass as byte-exact).
+  // Stamps a poison word every 4 KiB and at each segment's end, so that a restore that leaves a
+  // page unwritten cannot pass as byte-exact against the previous round's identical bytes.
   void Poison();
   // Index of the first segment that differs from FillSegment, with the offset; -1 when all match.
   int64_t FirstMismatch(DataKind kind, uint64_t seed, unsigned threads,

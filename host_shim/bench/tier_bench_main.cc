@@ -78,6 +78,8 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-fio", config.run_fio, "Do not run fio (ratios vs fio are null)");
   app.add_flag("!--no-naive", config.run_naive, "Do not run the naive peer");
   app.add_flag("!--no-memory", config.run_memory, "Do not measure the provider's peak memory");
+  app.add_flag("--with-zstd", config.with_zstd,
+               "On bf16 and fp32 also measure compression=zstd (capacity gain and its cost)");
   app.add_option(
          "--misalign", config.misalign,
          "Offset every buffer by N bytes from 4 KiB alignment (the provider's staging path)")
