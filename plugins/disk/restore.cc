@@ -333,7 +333,7 @@ void DiskProvider::RunRestore(Job* job) {
     const uint64_t duration_ns = NowNs() - job->accepted_ns;
     estimator_->Observe(entry->stored_bytes, duration_ns, entry->zstd_logical_bytes,
                         window.decompress_cpu_ns.load());
-    estimator_->ObserveCompressedRestore(entry->logical_bytes, entry->zstd_logical_bytes,
+    estimator_->ObserveRestoreThroughput(entry->logical_bytes, entry->zstd_logical_bytes,
                                          duration_ns);
   } else if (status.code() != TIER_CANCELLED) {
     Log(status.code() == TIER_DATA_LOSS ? TIER_LOG_ERROR : TIER_LOG_WARN, status.message());

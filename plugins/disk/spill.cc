@@ -96,10 +96,6 @@ bool Aligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % kBlockBytes == 0;
 }
 
-// `auto` compresses a segment only if restoring it compressed takes at most this much longer than
-// reading it raw (restore is pipelined: max(stored / read, logical / (decompress x threads))).
-constexpr double kAutoRestoreSlack = 1.05;
-
 }  // namespace
 
 Status DiskProvider::Spill(const tier_key* key, const tier_segment* segments,
@@ -202,13 +198,23 @@ Status DiskProvider::Spill(const tier_key* key, const tier_segment* segments,
   return Status::Ok();
 }
 
+double DiskProvider::RawRestoreBytesPerSecond() const {
+  const double seen = estimator_->raw_restore_bytes_per_second();
+  return seen > 0 ? seen : estimator_->read_bytes_per_second();
+}
+
 double DiskProvider::MinDecompressBytesPerSecond() const {
   // Decompression runs on min(codec_threads, CPUs this process may use) threads at once.
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   const double threads = std::max(1.0, std::min<double>(options_.codec_threads, usable));
-  return estimator_->read_bytes_per_second() / (kAutoRestoreSlack * threads);
+  return RawRestoreBytesPerSecond() / threads;
+}
+
+bool DiskProvider::CompressedRestoresLag() const {
+  const double compressed = estimator_->compressed_restore_bytes_per_second();
+  return compressed > 0 && compressed < RawRestoreBytesPerSecond();
 }
 
 void DiskProvider::RunSpill(Job* job) {
@@ -247,18 +253,17 @@ void DiskProvider::RunSpill(Job* job) {
       rec.codec = kCodecRaw;
       if (options_.compression != CompressionMode::kOff) {
         // zstd: the best zstd codec on the samples. auto: only when it saves 10% and restoring
-        // it is not slower than reading it raw (within kAutoRestoreSlack): the segment's
-        // samples decompress fast enough for the codec threads to keep up with the disk's read
-        // bandwidth (the restore estimator's), and the compressed restores this instance has
-        // timed did keep up (their wall time shows a CPU shared with other work).
+        // it compressed is not slower than restoring it raw: the segment's samples decompress
+        // fast enough for the codec threads to keep up with the disk, and the compressed
+        // restores this instance has timed were not slower than its raw ones (their wall time
+        // shows a CPU shared with other work, which a sample cannot).
         const bool automatic = options_.compression == CompressionMode::kAuto;
-        const double min_bps = automatic ? MinDecompressBytesPerSecond() : 0.0;
-        const double seen = estimator_->compressed_restore_bytes_per_second();
-        if (automatic && seen > 0 &&
-            seen * kAutoRestoreSlack < estimator_->read_bytes_per_second()) {
-          rec.codec = kCodecRaw;  // compressed restores here ran slower than raw reads would
+        if (automatic && CompressedRestoresLag()) {
+          rec.codec = kCodecRaw;
         } else {
-          rec.codec = ChooseCodec(bytes, options_.zstd_level, automatic, min_bps).codec;
+          rec.codec = ChooseCodec(bytes, options_.zstd_level, automatic,
+                                  automatic ? MinDecompressBytesPerSecond() : 0.0)
+                          .codec;
         }
       }
       rec.chunk_count = static_cast<uint32_t>((seg.length_bytes + chunk - 1) / chunk);
