@@ -26,6 +26,10 @@ struct CompressionSummary {
   uint64_t stored_auto = 0, stored_raw = 0;  // the last round's spill
   double capacity_gain = 0;                  // stored raw / stored auto (last round)
   std::vector<double> auto_stored_ratio;     // stored / logical of auto's spill, per round
+  std::vector<double> auto_restore_ratio;    // auto's restore time / raw's, per round
+  // The worst auto/raw restore time ratio among the rounds where auto compressed (the target's
+  // test: in the other rounds auto took the same path as off, and the ratio is only noise).
+  std::optional<double> worst_compressed_round;
   // compression=zstd (--with-zstd), else unset / 0:
   std::optional<double> restore_time_zstd_vs_raw, spill_time_zstd_vs_raw;
   double zstd_capacity_gain = 0;
