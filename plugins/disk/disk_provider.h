@@ -97,8 +97,15 @@ class DiskProvider {
   Status ScanDirectory();                                    // recovery.cc
   Status ReadHeader(int fd, Header* header, bool* corrupt);  // restore.cc
 
-  void RunJob(Job* job);      // runner thread
-  void RunSpill(Job* job);    // spill.cc
+  void RunJob(Job* job);    // runner thread
+  void RunSpill(Job* job);  // spill.cc
+  // `auto`'s guard (spill.cc). Raw restore throughput: measured (logical bytes over wall time of
+  // raw restores), else the read bandwidth estimate. The single-thread decompression speed a
+  // segment's codec needs for the codec threads to keep up with it. Whether the compressed
+  // restores timed so far were slower than the raw ones.
+  double RawRestoreBytesPerSecond() const;
+  double MinDecompressBytesPerSecond() const;
+  bool CompressedRestoresLag() const;
   void RunRestore(Job* job);  // restore.cc
   void Complete(Job* job, const Status& status, uint64_t logical_bytes, uint64_t stored_bytes);
   void Quarantine(const std::string& file_name, const std::string& why, DataLossWhere where);

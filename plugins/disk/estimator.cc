@@ -38,6 +38,29 @@ void RestoreEstimator::Observe(uint64_t stored_bytes, uint64_t duration_ns,
   read_bps_ = std::clamp((1 - kAlpha) * read_bps_ + kAlpha * bps, kMinBps, kMaxBps);
 }
 
+void RestoreEstimator::ObserveRestoreThroughput(uint64_t logical_bytes, uint64_t zstd_logical_bytes,
+                                                uint64_t duration_ns) {
+  if (logical_bytes < kMinThroughputObservation || duration_ns == 0) return;
+  double* average = zstd_logical_bytes >= kMinThroughputObservation ? &compressed_restore_bps_
+                    : zstd_logical_bytes == 0                       ? &raw_restore_bps_
+                                                                    : nullptr;
+  if (average == nullptr) return;  // a little of both: says nothing clear
+  const double bps = logical_bytes * 1e9 / static_cast<double>(duration_ns);
+  std::lock_guard lock(mu_);
+  *average =
+      *average == 0 ? bps : std::clamp((1 - kAlpha) * *average + kAlpha * bps, kMinBps, kMaxBps);
+}
+
+double RestoreEstimator::compressed_restore_bytes_per_second() const {
+  std::lock_guard lock(mu_);
+  return compressed_restore_bps_;
+}
+
+double RestoreEstimator::raw_restore_bytes_per_second() const {
+  std::lock_guard lock(mu_);
+  return raw_restore_bps_;
+}
+
 double RestoreEstimator::read_bytes_per_second() const {
   std::lock_guard lock(mu_);
   return read_bps_;

@@ -27,6 +27,10 @@ int PosixFileOps::OpenAt(int dirfd, const char* name, int flags, mode_t mode) {
   return RetryEintr([&] { return ::openat(dirfd, name, flags, mode); });
 }
 
+int FileOps::FAllocate(int fd, uint64_t length) {
+  return RetryEintr([&] { return ::fallocate(fd, 0, 0, static_cast<off_t>(length)); });
+}
+
 int PosixFileOps::Close(int fd) {
   return ::close(fd) == 0 ? 0 : -errno;
 }

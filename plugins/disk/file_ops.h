@@ -36,6 +36,11 @@ class FileOps {
   virtual int ListDir(int dirfd, std::vector<std::string>* names) = 0;
   // flock(2) with LOCK_EX | LOCK_NB.
   virtual int LockExclusive(int fd) = 0;
+  // fallocate(2), mode 0, over [0, length): reserves the blocks and sets the file size, so that
+  // direct writes into the file do not extend it (ext4 serializes size-extending O_DIRECT
+  // writes). -EOPNOTSUPP where the filesystem cannot. Not pure: test doubles inherit the real
+  // call.
+  virtual int FAllocate(int fd, uint64_t length);
 };
 
 // The real thing: thin wrappers over the system calls, EINTR retried.

@@ -223,7 +223,7 @@ bool ParseHeader(std::span<const uint8_t> bytes, Header* out, ParseError* error)
       }
       continue;
     }
-    if (seg.codec != kCodecRaw && seg.codec != kCodecZstd) return Fail(error, where + ": codec");
+    if (seg.codec != kCodecRaw && !IsZstdCodec(seg.codec)) return Fail(error, where + ": codec");
     if (seg.chunk_count != (seg.logical_bytes + h.chunk_bytes - 1) / h.chunk_bytes) {
       return Fail(error, where + ": chunk count does not match its length");
     }
@@ -237,8 +237,10 @@ bool ParseHeader(std::span<const uint8_t> bytes, Header* out, ParseError* error)
           std::min<uint64_t>(h.chunk_bytes, seg.logical_bytes - uint64_t{c} * h.chunk_bytes);
       if (chunk.codec == kCodecRaw) {
         if (chunk.stored_bytes != chunk_logical) return Fail(error, where + ": raw chunk length");
-      } else if (chunk.codec == kCodecZstd) {
-        if (seg.codec != kCodecZstd) return Fail(error, where + ": zstd chunk in a raw segment");
+      } else if (IsZstdCodec(chunk.codec)) {
+        if (seg.codec != chunk.codec) {
+          return Fail(error, where + ": chunk codec differs from its segment's");
+        }
         if (chunk.stored_bytes == 0 || chunk.stored_bytes > h.chunk_bytes) {
           return Fail(error, where + ": zstd chunk length");
         }

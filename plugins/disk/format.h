@@ -32,12 +32,26 @@ inline constexpr uint32_t kMinChunkBytes = 64u << 10;
 inline constexpr uint32_t kMaxChunkBytes = 64u << 20;
 inline constexpr uint64_t kHeaderChecksumOffset = 16;
 
-// Codec of a segment (SegmentRecord::codec) or of one chunk (ChunkRecord::codec).
+// Codec of a segment (SegmentRecord::codec) or of one chunk (ChunkRecord::codec). A compressed
+// segment's chunks are each either raw or compressed with the segment's codec.
 enum : uint32_t {
   kCodecRaw = 0,     // stored as is
   kCodecZstd = 1,    // segment: chunks are zstd frames or raw; chunk: one zstd frame
   kCodecInline = 2,  // segment only: the manifest, stored inside the header region
+  // zstd frame of the chunk's byte planes (tier::device::byte_shuffle) for 2-byte elements
+  // (BF16/FP16: the exponent bytes together) or 4-byte elements (FP32); unshuffled on restore.
+  kCodecZstdShuffle2 = 3,
+  kCodecZstdShuffle4 = 4,
 };
+
+// True for the codecs whose chunks are zstd frames.
+constexpr bool IsZstdCodec(uint32_t codec) {
+  return codec == kCodecZstd || codec == kCodecZstdShuffle2 || codec == kCodecZstdShuffle4;
+}
+// Element bytes of the byte-plane shuffle under a codec (0: none).
+constexpr uint32_t ShuffleElementBytes(uint32_t codec) {
+  return codec == kCodecZstdShuffle2 ? 2u : codec == kCodecZstdShuffle4 ? 4u : 0u;
+}
 
 using KeyBytes = std::array<uint8_t, TIER_KEY_BYTES>;
 

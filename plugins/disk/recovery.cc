@@ -122,7 +122,7 @@ Status DiskProvider::ScanDirectory() {
     for (const SegmentRecord& rec : header.segments) {
       entry->segments.push_back({rec.kind, rec.index, rec.logical_bytes});
       for (uint32_t c = 0; c < rec.chunk_count; ++c) {
-        if (header.chunks[rec.first_chunk + c].codec == kCodecZstd) {
+        if (IsZstdCodec(header.chunks[rec.first_chunk + c].codec)) {
           entry->zstd_logical_bytes += std::min<uint64_t>(
               header.chunk_bytes, rec.logical_bytes - uint64_t{c} * header.chunk_bytes);
         }

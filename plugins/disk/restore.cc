@@ -46,10 +46,11 @@ void FinishChunk(RestoreChunk* op) {
 void RestoreChunkWork(RestoreChunk* op) {
   const ChunkRecord& rec = *op->record;
   bool ok = false;
-  if (rec.codec == kCodecZstd) {
+  if (IsZstdCodec(rec.codec)) {
     const auto t0 = std::chrono::steady_clock::now();
-    ok = DecompressChunk({reinterpret_cast<const uint8_t*>(op->staging), rec.stored_bytes},
-                         {op->dst, op->len});
+    ok = DecompressChunkAs(rec.codec,
+                           {reinterpret_cast<const uint8_t*>(op->staging), rec.stored_bytes},
+                           {op->dst, op->len});
     op->window->decompress_cpu_ns.fetch_add(static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
             .count()));
@@ -329,8 +330,11 @@ void DiskProvider::RunRestore(Job* job) {
   }
   PublishUsage();
   if (status.ok()) {
-    estimator_->Observe(entry->stored_bytes, NowNs() - job->accepted_ns, entry->zstd_logical_bytes,
+    const uint64_t duration_ns = NowNs() - job->accepted_ns;
+    estimator_->Observe(entry->stored_bytes, duration_ns, entry->zstd_logical_bytes,
                         window.decompress_cpu_ns.load());
+    estimator_->ObserveRestoreThroughput(entry->logical_bytes, entry->zstd_logical_bytes,
+                                         duration_ns);
   } else if (status.code() != TIER_CANCELLED) {
     Log(status.code() == TIER_DATA_LOSS ? TIER_LOG_ERROR : TIER_LOG_WARN, status.message());
   }

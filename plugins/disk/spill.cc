@@ -4,8 +4,10 @@
 // is synced as durability asks, renamed to its final name and the directory synced. Only then is
 // the checkpoint visible. Any failure removes the temporary file and releases the budget.
 #include <fcntl.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <new>
@@ -27,7 +29,7 @@ struct SpillChunk {
   const uint8_t* src;
   uint64_t len;
   ChunkRecord* record;
-  bool try_zstd;
+  uint32_t codec;  // the segment's: kCodecRaw or a zstd codec to try on this chunk
   int zstd_level;
   char* staging;  // nullptr: written straight from the caller's buffer
   std::atomic<uint64_t>* next_offset;
@@ -58,14 +60,14 @@ void SpillChunkWork(SpillChunk* op) {
   if (op->staging != nullptr) {
     uint64_t n = 0;
     const uint64_t padded = AlignUp(op->len, kBlockBytes);
-    if (op->try_zstd && padded > kBlockBytes) {
+    if (IsZstdCodec(op->codec) && padded > kBlockBytes) {
       // Only worth it when the frame saves at least one 4 KiB block on disk.
-      n = CompressChunk({op->src, op->len},
-                        {reinterpret_cast<uint8_t*>(op->staging), padded - kBlockBytes},
-                        op->zstd_level);
+      n = CompressChunkAs(op->codec, {op->src, op->len},
+                          {reinterpret_cast<uint8_t*>(op->staging), padded - kBlockBytes},
+                          op->zstd_level);
     }
     if (n > 0) {
-      codec = kCodecZstd;
+      codec = op->codec;
       stored = n;
     } else {
       std::memcpy(op->staging, op->src, op->len);
@@ -196,6 +198,25 @@ Status DiskProvider::Spill(const tier_key* key, const tier_segment* segments,
   return Status::Ok();
 }
 
+double DiskProvider::RawRestoreBytesPerSecond() const {
+  const double seen = estimator_->raw_restore_bytes_per_second();
+  return seen > 0 ? seen : estimator_->read_bytes_per_second();
+}
+
+double DiskProvider::MinDecompressBytesPerSecond() const {
+  // Decompression runs on min(codec_threads, CPUs this process may use) threads at once.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  const double threads = std::max(1.0, std::min<double>(options_.codec_threads, usable));
+  return RawRestoreBytesPerSecond() / threads;
+}
+
+bool DiskProvider::CompressedRestoresLag() const {
+  const double compressed = estimator_->compressed_restore_bytes_per_second();
+  return compressed > 0 && compressed < RawRestoreBytesPerSecond();
+}
+
 void DiskProvider::RunSpill(Job* job) {
   const uint32_t chunk = options_.chunk_bytes;
   const bool direct = io_path_.direct;
@@ -229,10 +250,22 @@ void DiskProvider::RunSpill(Job* job) {
         continue;
       }
       const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(seg.data), seg.length_bytes);
-      const bool zstd = options_.compression == CompressionMode::kZstd ||
-                        (options_.compression == CompressionMode::kAuto &&
-                         CompressionPays(bytes, options_.zstd_level));
-      rec.codec = zstd ? kCodecZstd : kCodecRaw;
+      rec.codec = kCodecRaw;
+      if (options_.compression != CompressionMode::kOff) {
+        // zstd: the best zstd codec on the samples. auto: only when it saves 10% and restoring
+        // it compressed is not slower than restoring it raw: the segment's samples decompress
+        // fast enough for the codec threads to keep up with the disk, and the compressed
+        // restores this instance has timed were not slower than its raw ones (their wall time
+        // shows a CPU shared with other work, which a sample cannot).
+        const bool automatic = options_.compression == CompressionMode::kAuto;
+        if (automatic && CompressedRestoresLag()) {
+          rec.codec = kCodecRaw;
+        } else {
+          rec.codec = ChooseCodec(bytes, options_.zstd_level, automatic,
+                                  automatic ? MinDecompressBytesPerSecond() : 0.0)
+                          .codec;
+        }
+      }
       rec.chunk_count = static_cast<uint32_t>((seg.length_bytes + chunk - 1) / chunk);
       rec.first_chunk = chunk_total;
       chunk_total += rec.chunk_count;
@@ -252,6 +285,15 @@ void DiskProvider::RunSpill(Job* job) {
       status = Status::FromErrno(-fd, "spill: create '" + options_.dir + "/" + temp + "'");
     else
       temp_exists = true;
+  }
+  if (status.ok()) {
+    // Reserve the worst case up front (the budget already holds it; ftruncate gives back what the
+    // chunks did not use): chunk writes then land inside the file instead of extending it, which
+    // ext4 would serialize, one direct write at a time. Filesystems without fallocate just write.
+    const int rc = ops_->FAllocate(fd, job->worst_case_bytes);
+    if (rc == -ENOSPC || rc == -EDQUOT) {
+      status = Status::FromErrno(-rc, "spill: fallocate '" + options_.dir + "/" + temp + "'");
+    }
   }
 
   std::atomic<uint64_t> next_offset{header.data_offset};
@@ -275,18 +317,10 @@ void DiskProvider::RunSpill(Job* job) {
             staging = pool_->Acquire(stop);
             if (staging == nullptr) break;
           }
-          auto* op = new (std::nothrow) SpillChunk{&window,
-                                                   backend_.get(),
-                                                   pool_.get(),
-                                                   &temp,
-                                                   fd,
-                                                   base + offset,
-                                                   len,
-                                                   &header.chunks[rec.first_chunk + c],
-                                                   rec.codec == kCodecZstd,
-                                                   options_.zstd_level,
-                                                   staging,
-                                                   &next_offset};
+          auto* op = new (std::nothrow) SpillChunk{
+              &window,   backend_.get(),      pool_.get(), &temp,
+              fd,        base + offset,       len,         &header.chunks[rec.first_chunk + c],
+              rec.codec, options_.zstd_level, staging,     &next_offset};
           if (op == nullptr) {
             if (staging != nullptr) pool_->Release(staging);
             window.Fail(Status(TIER_INTERNAL, "disk: spill: out of memory"));
@@ -389,7 +423,7 @@ void DiskProvider::RunSpill(Job* job) {
         entry->segments.push_back({rec.kind, rec.index, rec.logical_bytes});
         for (uint32_t c = 0; c < rec.chunk_count; ++c) {
           const ChunkRecord& ch = header.chunks[rec.first_chunk + c];
-          if (ch.codec == kCodecZstd) {
+          if (IsZstdCodec(ch.codec)) {
             entry->zstd_logical_bytes +=
                 std::min<uint64_t>(chunk, rec.logical_bytes - uint64_t{c} * chunk);
           }

@@ -1,0 +1,53 @@
+// provider_runner.h -- the provider as the server uses it: loaded with dlopen through the tier
+// ABI (PluginLibrary, ProviderInstance), one checkpoint spilled or restored at a time and waited
+// for, timed from submission to completion.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "checkpoint_shape.h"
+#include "host_services.h"
+#include "metrics_registry.h"
+#include "plugin_loader.h"
+#include "provider_instance.h"
+#include "segment_buffers.h"
+
+namespace tier::bench {
+
+struct OpTiming {
+  uint64_t wall_ns = 0;        // submit to completion, measured here
+  uint64_t logical_bytes = 0;  // as the completion reported
+  uint64_t stored_bytes = 0;
+};
+
+class ProviderRunner {
+ public:
+  // Loads `plugin` and opens an instance over `namespace_id` with `options`. The error says which.
+  static Result<std::unique_ptr<ProviderRunner>> Open(const std::string& plugin,
+                                                      const std::string& namespace_id,
+                                                      const ProviderOptions& options);
+  ~ProviderRunner();
+
+  Result<OpTiming> Spill(const tier_key& key, const CheckpointShape& shape,
+                         const SegmentBuffers& buffers);
+  Result<OpTiming> Restore(const tier_key& key, const CheckpointShape& shape,
+                           SegmentBuffers& buffers);
+  Status Remove(const tier_key& key);
+
+  const std::string& io_path() const { return io_path_; }
+  const std::string& provider_name() const { return name_; }
+  ProviderInstance& instance() { return *instance_; }
+
+ private:
+  ProviderRunner() = default;
+  MetricsRegistry registry_;
+  std::unique_ptr<HostServices> host_;
+  std::shared_ptr<PluginLibrary> library_;
+  std::unique_ptr<ProviderInstance> instance_;
+  std::string io_path_;
+  std::string name_;
+};
+
+}  // namespace tier::bench

@@ -1,0 +1,101 @@
+// DiskCodec: the chunk codecs (zstd, zstd over 2- and 4-byte planes) round-trip byte-exact at any
+// length, `auto`'s per-segment choice picks what the data calls for and honours the restore-speed
+// guard, and the format accepts the shuffle codecs only where a chunk's codec is its segment's.
+#include <gtest/gtest.h>
+#include <zstd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "codec.h"
+#include "disk_test_util.h"
+#include "format.h"
+
+namespace tier::disk {
+namespace {
+
+using test::Bf16Like;
+using test::Fp32StateLike;
+using test::RandomBytes;
+
+TEST(DiskCodec, EveryZstdCodecRoundTripsAnyLength) {
+  for (uint32_t codec : {kCodecZstd, kCodecZstdShuffle2, kCodecZstdShuffle4}) {
+    for (uint64_t bytes : {uint64_t{1}, uint64_t{3}, uint64_t{4097}, uint64_t{(1 << 20) + 3}}) {
+      const std::vector<uint8_t> src = Bf16Like(bytes, 9);
+      std::vector<uint8_t> frame(ZSTD_compressBound(bytes) + 64);
+      const uint64_t n = CompressChunkAs(codec, src, frame, 1);
+      ASSERT_GT(n, 0u) << codec << "/" << bytes;
+      std::vector<uint8_t> back(bytes, 0xa5);
+      ASSERT_TRUE(DecompressChunkAs(codec, std::span(frame).first(n), back))
+          << codec << "/" << bytes;
+      EXPECT_EQ(back, src) << codec << "/" << bytes;
+      // A frame decoded as another length is refused, never written past dst.
+      std::vector<uint8_t> shorter(bytes + 1);
+      EXPECT_FALSE(DecompressChunkAs(codec, std::span(frame).first(n), shorter));
+    }
+  }
+}
+
+TEST(DiskCodec, DoesNotFitReturnsZero) {
+  const std::vector<uint8_t> src = RandomBytes(1 << 20, 3);
+  std::vector<uint8_t> small(1 << 19);
+  for (uint32_t codec : {kCodecZstd, kCodecZstdShuffle2, kCodecZstdShuffle4}) {
+    EXPECT_EQ(CompressChunkAs(codec, src, small, 1), 0u) << codec;
+  }
+}
+
+TEST(DiskCodec, ChoiceFollowsTheData) {
+  const std::vector<uint8_t> random = RandomBytes(8 << 20, 1);
+  EXPECT_EQ(ChooseCodec(random, 1, true, 0).codec, kCodecRaw);
+  const std::vector<uint8_t> bf16 = Bf16Like(8 << 20, 2);
+  const CodecChoice b = ChooseCodec(bf16, 1, true, 0);
+  EXPECT_EQ(b.codec, kCodecZstdShuffle2) << b.reason << " ratio " << b.sample_ratio;
+  const std::vector<uint8_t> tiny(100, 0);
+  EXPECT_EQ(ChooseCodec(tiny, 1, false, 0).codec, kCodecRaw);  // cannot save a 4 KiB block
+  // `zstd` (no gain required) always compresses what can be.
+  EXPECT_TRUE(IsZstdCodec(ChooseCodec(random, 1, false, 0).codec));
+}
+
+TEST(DiskCodec, RestoreSpeedGuardKeepsRaw) {
+  const std::vector<uint8_t> bf16 = Bf16Like(8 << 20, 2);
+  const CodecChoice fast = ChooseCodec(bf16, 1, true, 1e6);  // any core decompresses 1 MB/s
+  EXPECT_TRUE(IsZstdCodec(fast.codec));
+  EXPECT_GT(fast.decompress_bps, 1e6);
+  const CodecChoice slow = ChooseCodec(bf16, 1, true, 1e15);  // no core decompresses 1 PB/s
+  EXPECT_EQ(slow.codec, kCodecRaw);
+  EXPECT_STRNE(slow.reason, "");
+}
+
+Header ShuffledHeader(uint32_t segment_codec, uint32_t chunk_codec) {
+  Header h;
+  h.chunk_bytes = 64 << 10;
+  h.namespace_id = "ns";
+  h.segments.push_back({TIER_SEGMENT_MAIN_KV, 0, 4096, 0, segment_codec, 1, 0, 0});
+  h.chunks.resize(1);
+  h.data_offset = AlignUp(HeaderContentBytes(h.namespace_id.size(), 1, 1, 0), kBlockBytes);
+  h.chunks[0] = {h.data_offset, 1000, chunk_codec, 7};
+  h.file_bytes = h.data_offset + 4096;
+  h.segments[0].stored_bytes = 4096;
+  h.logical_bytes = 4096;
+  return h;
+}
+
+bool Parses(const Header& h) {
+  std::vector<uint8_t> bytes(h.data_offset);
+  EncodeHeader(h, bytes);
+  Header out;
+  ParseError error;
+  return ParseHeader(bytes, &out, &error);
+}
+
+TEST(DiskCodec, FormatTakesShuffleCodecsOnlyInTheirSegment) {
+  EXPECT_TRUE(Parses(ShuffledHeader(kCodecZstdShuffle2, kCodecZstdShuffle2)));
+  EXPECT_TRUE(Parses(ShuffledHeader(kCodecZstdShuffle4, kCodecZstdShuffle4)));
+  EXPECT_FALSE(Parses(ShuffledHeader(kCodecZstd, kCodecZstdShuffle2)));
+  EXPECT_FALSE(Parses(ShuffledHeader(kCodecZstdShuffle4, kCodecZstdShuffle2)));
+  EXPECT_FALSE(Parses(ShuffledHeader(kCodecRaw, kCodecZstdShuffle4)));
+  EXPECT_FALSE(Parses(ShuffledHeader(5, 5)));  // unknown codec
+}
+
+}  // namespace
+}  // namespace tier::disk
