@@ -21,12 +21,16 @@ const char* PlacementName(Placement placement) {
 }
 
 std::vector<uint64_t> PrefixHashes(std::span<const uint64_t> blocks) {
+  // A chained 64-bit mix (splitmix64's finalizer): ~1 ns a block. Only an index: a collision
+  // costs a block-by-block comparison, never a wrong hit.
   std::vector<uint64_t> hashes(blocks.size());
-  uint64_t state[2] = {0x74696572ull, 0};
+  uint64_t h = 0x74696572ull;
   for (size_t i = 0; i < blocks.size(); ++i) {
-    state[1] = blocks[i];
-    state[0] = XXH3_64bits(state, sizeof(state));
-    hashes[i] = state[0];
+    uint64_t z = h ^ (blocks[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    h = z ^ (z >> 31);
+    hashes[i] = h;
   }
   return hashes;
 }
@@ -60,12 +64,17 @@ bool Catalog::KeyEqual::operator()(const tier_key& a, const tier_key& b) const {
 CheckpointEntry* Catalog::Insert(std::unique_ptr<CheckpointEntry> entry) {
   if (by_key_.count(entry->key) != 0 || entry->blocks.empty()) return nullptr;
   CheckpointEntry* raw = entry.get();
-  const uint64_t hash = PrefixHashes(raw->blocks).back();
+  const std::vector<uint64_t> hashes = PrefixHashes(raw->blocks);
   const uint8_t placements = raw->placements;
   raw->placements = 0;
   raw->generation = next_generation_++;
   by_key_.emplace(raw->key, std::move(entry));
-  by_prefix_hash_.emplace(hash, raw);
+  by_prefix_hash_.emplace(hashes.back(), raw);
+  for (uint64_t h : hashes) ++prefix_counts_[h];
+  if (entries_with_length_.size() <= raw->blocks.size()) {
+    entries_with_length_.resize(raw->blocks.size() + 1);
+  }
+  ++entries_with_length_[raw->blocks.size()];
   for (Placement p : {kDevice, kHost, kCold}) {
     if (placements & p) AddPlacement(raw, p);
   }
@@ -77,22 +86,47 @@ CheckpointEntry* Catalog::Find(const tier_key& key) const {
   return it == by_key_.end() ? nullptr : it->second.get();
 }
 
-std::vector<CheckpointEntry*> Catalog::LongestPrefixMatches(std::span<const uint64_t> blocks,
-                                                            std::span<const uint64_t> prefix_hashes,
-                                                            size_t limit) const {
+CheckpointEntry* Catalog::LongestMatch(std::span<const uint64_t> blocks,
+                                      std::span<const uint64_t> prefix_hashes,
+                                      size_t max_blocks) const {
   assert(blocks.size() == prefix_hashes.size());
-  std::vector<CheckpointEntry*> matches;
-  for (size_t k = blocks.size(); k > 0 && matches.size() < limit; --k) {
+  max_blocks = std::min(max_blocks, blocks.size());
+  // Longest k such that some entry extends blocks[0..k): binary search (monotone in k). A hash
+  // collision can only overshoot; the walk below verifies every candidate block by block.
+  size_t lo = 0, hi = max_blocks;
+  while (lo < hi) {
+    const size_t mid = (lo + hi + 1) / 2;
+    if (prefix_counts_.count(prefix_hashes[mid - 1]) != 0) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  for (size_t k = lo; k > 0; --k) {
+    if (k >= entries_with_length_.size() || entries_with_length_[k] == 0) continue;
     auto [begin, end] = by_prefix_hash_.equal_range(prefix_hashes[k - 1]);
     for (auto it = begin; it != end; ++it) {
       CheckpointEntry* entry = it->second;
       // Exact identity: every block id, not the hash.
       if (entry->blocks.size() == k &&
           std::equal(entry->blocks.begin(), entry->blocks.end(), blocks.begin())) {
-        matches.push_back(entry);
-        break;
+        return entry;
       }
     }
+  }
+  return nullptr;
+}
+
+std::vector<CheckpointEntry*> Catalog::LongestPrefixMatches(
+    std::span<const uint64_t> blocks, std::span<const uint64_t> prefix_hashes,
+    size_t limit) const {
+  std::vector<CheckpointEntry*> matches;
+  size_t max_blocks = blocks.size();
+  while (matches.size() < limit && max_blocks > 0) {
+    CheckpointEntry* entry = LongestMatch(blocks, prefix_hashes, max_blocks);
+    if (entry == nullptr) break;
+    matches.push_back(entry);
+    max_blocks = entry->blocks.size() - 1;
   }
   return matches;
 }
@@ -121,8 +155,13 @@ void Catalog::RemovePlacement(CheckpointEntry* entry, Placement placement) {
 
 void Catalog::Erase(CheckpointEntry* entry) {
   assert(entry->placements == 0 && entry->pins == 0);
-  const uint64_t hash = PrefixHashes(entry->blocks).back();
-  auto [begin, end] = by_prefix_hash_.equal_range(hash);
+  const std::vector<uint64_t> hashes = PrefixHashes(entry->blocks);
+  for (uint64_t h : hashes) {
+    auto count = prefix_counts_.find(h);
+    if (count != prefix_counts_.end() && --count->second == 0) prefix_counts_.erase(count);
+  }
+  --entries_with_length_[entry->blocks.size()];
+  auto [begin, end] = by_prefix_hash_.equal_range(hashes.back());
   for (auto it = begin; it != end; ++it) {
     if (it->second == entry) {
       by_prefix_hash_.erase(it);

@@ -73,8 +73,13 @@ class Catalog {
   // Adds a published checkpoint; nullptr if an entry with the same key exists.
   CheckpointEntry* Insert(std::unique_ptr<CheckpointEntry> entry);
   CheckpointEntry* Find(const tier_key& key) const;
-  // Up to `limit` entries whose identity is a prefix of `blocks`, longest first. `prefix_hashes`
-  // must be PrefixHashes(blocks).
+  // The longest entry whose identity is a prefix of blocks[0..max_blocks), or nullptr.
+  // `prefix_hashes` must be PrefixHashes(blocks). Cost: a binary search for the longest prefix any
+  // entry shares (O(log n) probes), then a walk down over lengths some entry has, comparing every
+  // block id of a candidate.
+  CheckpointEntry* LongestMatch(std::span<const uint64_t> blocks,
+                                std::span<const uint64_t> prefix_hashes, size_t max_blocks) const;
+  // Up to `limit` entries whose identity is a prefix of `blocks`, longest first.
   std::vector<CheckpointEntry*> LongestPrefixMatches(std::span<const uint64_t> blocks,
                                                      std::span<const uint64_t> prefix_hashes,
                                                      size_t limit) const;
@@ -102,6 +107,10 @@ class Catalog {
 
   std::unordered_map<tier_key, std::unique_ptr<CheckpointEntry>, KeyHash, KeyEqual> by_key_;
   std::unordered_multimap<uint64_t, CheckpointEntry*> by_prefix_hash_;
+  // Hashes of every prefix of every entry, with counts: "does any entry extend this prefix?",
+  // which is monotone in the prefix length, so the longest shared prefix is a binary search.
+  std::unordered_map<uint64_t, uint32_t> prefix_counts_;
+  std::vector<uint32_t> entries_with_length_;  // [k] = entries of exactly k blocks
   uint64_t next_generation_ = 1;
   uint64_t bytes_[3] = {0, 0, 0};
   uint64_t physical_[3] = {0, 0, 0};

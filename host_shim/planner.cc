@@ -18,6 +18,9 @@ namespace {
 // What the planner expects a spill to take in the cold tier, before the provider says: the data
 // plus room for headers, a 4 KiB-aligned start per segment and per 1 MiB chunk. The provider's own
 // NO_SPACE remains the authority (the planner then makes more room once and retries).
+// Shorter checkpoints an admission falls back to when a longer one cannot be used.
+constexpr int kMaxCandidates = 8;
+
 uint64_t ColdBytesNeeded(const CheckpointEntry& entry) {
   return entry.physical_bytes + entry.physical_bytes / 256 + 8192 * (entry.segments.size() + 2) +
          entry.manifest.size();
@@ -537,13 +540,12 @@ AdmissionResult Planner::Admit(std::span<const uint64_t> blocks, uint64_t now_ns
   const std::vector<uint64_t> hashes = PrefixHashes(blocks);
   AdmissionResult result;
   bool skipped = false;
-  std::vector<tier_key> candidates;
-  for (CheckpointEntry* e : catalog_.LongestPrefixMatches(blocks, hashes, 8)) {
-    candidates.push_back(e->key);
-  }
-  for (const tier_key& key : candidates) {
-    CheckpointEntry* entry = catalog_.Find(key);  // an earlier candidate's work may have dropped it
-    if (entry == nullptr) continue;
+  // Candidates longest first, found one at a time: most admissions stop at the first.
+  size_t max_blocks = blocks.size();
+  for (int tries = 0; tries < kMaxCandidates && max_blocks > 0; ++tries) {
+    CheckpointEntry* entry = catalog_.LongestMatch(blocks, hashes, max_blocks);
+    if (entry == nullptr) break;
+    max_blocks = entry->blocks.size() - 1;
     AdmissionResult attempt;
     if (entry->in(kDevice)) {
       ++entry->pins;

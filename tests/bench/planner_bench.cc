@@ -7,6 +7,8 @@
 #include <memory>
 #include <random>
 
+#include <tier/device/host_arena.h>
+
 #include "catalog.h"
 #include "cost_model.h"
 #include "device_tier.h"
@@ -27,10 +29,13 @@ class NoCopyDevice : public DeviceTier {
  public:
   const char* path() const override { return "cpu"; }
   std::string description() const override { return "no-op device (benchmark)"; }
-  Result<std::unique_ptr<DeviceCopy>> Upload(const SegmentBuffers&) override {
+  Result<std::unique_ptr<DeviceCopy>> Upload(const HostCopy&) override {
     return std::unique_ptr<DeviceCopy>(std::make_unique<DeviceCopy>());
   }
-  Status Download(const DeviceCopy&, SegmentBuffers*) override { return Status::Ok(); }
+  Status Download(const DeviceCopy&, HostCopy*) override { return Status::Ok(); }
+  std::shared_ptr<device::HostAllocator> host_allocator() override {
+    return device::make_aligned_host_allocator();
+  }
 };
 
 ModelProfile SmallProfile() {
