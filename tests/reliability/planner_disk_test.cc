@@ -73,6 +73,10 @@ struct FaultCase {
   const char* result;  // the provider's completion status (metric label)
 };
 
+void PrintTo(const FaultCase& c, std::ostream* os) {
+  *os << c.fault;
+}
+
 class PlannerOverFailingDisk : public PlannerOverDisk,
                                public ::testing::WithParamInterface<FaultCase> {};
 
