@@ -172,8 +172,8 @@ Status DiskProvider::Restore(const tier_key* key, const tier_segment* segments,
       }
       stored.erase(it);
     }
-    const int fd = ops_->OpenAt(dir_.dir_fd, entry->file_name.c_str(),
-                                O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags(), 0);
+    const int fd = OpenRegularFile(ops_, dir_.dir_fd, entry->file_name.c_str(),
+                                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags());
     if (fd < 0) {
       if (fd == -ENOENT) {
         // Deleted behind our back: it can never be served again.
