@@ -177,6 +177,14 @@ Result<DirHandle> OpenTierDir(FileOps* ops, const std::string& path, bool allow_
   if (qrc < 0 && qrc != -EEXIST) {
     return fail(Status::FromErrno(-qrc, "create " + quoted + "/" + kQuarantineDirName));
   }
+  // Corrupt files are renamed into it: a symlink there would move them out of the tier.
+  const int qfd = ops->OpenAt(fd, kQuarantineDirName, kDirFlags, 0);
+  if (qfd < 0) {
+    return fail(Status(TIER_INVALID_ARGUMENT, "disk: " + quoted + "/" + kQuarantineDirName +
+                                                  " is not a directory (" + ErrnoText(-qfd) +
+                                                  "; a symbolic link?); remove it"));
+  }
+  ops->Close(qfd);
   return handle;
 }
 
