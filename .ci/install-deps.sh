@@ -7,6 +7,8 @@ packages=(
   liburing-dev libzstd-dev libxxhash-dev           # disk provider: io_uring, zstd, xxh3
   prometheus-cpp-dev nlohmann-json3-dev libcli11-dev  # host: metrics, JSON, command line
   libgtest-dev libbenchmark-dev                    # tests and microbenchmarks
+  clang libclang-rt-14-dev                         # tests/run-fuzz.sh: libFuzzer
+  e2fsprogs mount                                  # FaultInjection: a full ext4 loop image
 )
 missing=()
 for p in "${packages[@]}"; do
