@@ -8,6 +8,8 @@ packages=(
   prometheus-cpp-dev nlohmann-json3-dev libcli11-dev  # host: metrics, JSON, command line
   libgtest-dev libbenchmark-dev                    # tests and microbenchmarks
   prometheus                                       # tests/observability: prometheus, promtool (own loopback ports; the packaged service is not used)
+  clang libclang-rt-14-dev                         # tests/run-fuzz.sh: libFuzzer
+  e2fsprogs mount                                  # FaultInjection: a full ext4 loop image
 )
 missing=()
 for p in "${packages[@]}"; do

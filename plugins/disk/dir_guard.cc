@@ -124,11 +124,13 @@ Result<DirHandle> OpenTierDir(FileOps* ops, const std::string& path, bool allow_
   struct stat st {};
   if (const int rc = ops->FStat(fd, &st); rc < 0)
     return fail(Status::FromErrno(-rc, "stat " + quoted));
-  if (st.st_mode & S_IWOTH) {
+  // Anyone else who can write here can plant a checkpoint that verifies (checksums are not
+  // signatures) and have it served: neither other users nor the group may write.
+  if (st.st_mode & (S_IWOTH | S_IWGRP)) {
     return fail(Status(TIER_INVALID_ARGUMENT,
                        "disk: directory " + quoted +
-                           " is writable by other users; refusing it (chmod o-w, or use a "
-                           "private directory: it is created 0700 when missing)"));
+                           " is writable by other users or its group; refusing it (chmod go-w, "
+                           "or use a private directory: it is created 0700 when missing)"));
   }
   if (st.st_uid != geteuid()) {
     return fail(Status(TIER_INVALID_ARGUMENT, "disk: directory " + quoted + " belongs to uid " +
@@ -177,6 +179,14 @@ Result<DirHandle> OpenTierDir(FileOps* ops, const std::string& path, bool allow_
   if (qrc < 0 && qrc != -EEXIST) {
     return fail(Status::FromErrno(-qrc, "create " + quoted + "/" + kQuarantineDirName));
   }
+  // Corrupt files are renamed into it: a symlink there would move them out of the tier.
+  const int qfd = ops->OpenAt(fd, kQuarantineDirName, kDirFlags, 0);
+  if (qfd < 0) {
+    return fail(Status(TIER_INVALID_ARGUMENT, "disk: " + quoted + "/" + kQuarantineDirName +
+                                                  " is not a directory (" + ErrnoText(-qfd) +
+                                                  "; a symbolic link?); remove it"));
+  }
+  ops->Close(qfd);
   return handle;
 }
 

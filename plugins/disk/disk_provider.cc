@@ -36,6 +36,22 @@ AlignedBuffer AllocateAligned(uint64_t bytes) {
   return AlignedBuffer(static_cast<uint8_t*>(p));
 }
 
+int OpenRegularFile(FileOps* ops, int dir_fd, const char* name, int flags) {
+  const int fd = ops->OpenAt(dir_fd, name, flags | O_NONBLOCK, 0);  // a FIFO would block here
+  if (fd < 0) return fd;
+  struct stat st {};
+  int rc = ops->FStat(fd, &st);
+  if (rc == 0 && !S_ISREG(st.st_mode)) rc = -EINVAL;
+  // Reads must block again: io_uring turns O_NONBLOCK page-cache misses into EAGAIN.
+  const int fl = rc == 0 ? ::fcntl(fd, F_GETFL) : 0;
+  if (rc == 0 && (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)) rc = -errno;
+  if (rc < 0) {
+    ops->Close(fd);
+    return rc;
+  }
+  return fd;
+}
+
 namespace {
 
 std::string NamespaceTag(const std::string& namespace_id) {

@@ -224,7 +224,9 @@ bool ParseHeader(std::span<const uint8_t> bytes, Header* out, ParseError* error)
       continue;
     }
     if (seg.codec != kCodecRaw && !IsZstdCodec(seg.codec)) return Fail(error, where + ": codec");
-    if (seg.chunk_count != (seg.logical_bytes + h.chunk_bytes - 1) / h.chunk_bytes) {
+    // ceil(logical / chunk) without the wrap-around of (logical + chunk - 1) near 2^64.
+    if (seg.chunk_count !=
+        seg.logical_bytes / h.chunk_bytes + (seg.logical_bytes % h.chunk_bytes != 0)) {
       return Fail(error, where + ": chunk count does not match its length");
     }
     if (seg.first_chunk != next_chunk || seg.chunk_count > chunk_count - next_chunk) {

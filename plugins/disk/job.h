@@ -68,4 +68,9 @@ struct AlignedFree {
 using AlignedBuffer = std::unique_ptr<uint8_t, AlignedFree>;
 AlignedBuffer AllocateAligned(uint64_t bytes);  // zeroed; throws std::bad_alloc
 
+// Opens an existing checkpoint file for reading without ever blocking: a FIFO or device put under
+// a checkpoint's name is refused (-EINVAL) instead of hanging the open-time scan or a restore.
+// Returns the fd (blocking mode, as data reads need) or -errno.
+int OpenRegularFile(FileOps* ops, int dir_fd, const char* name, int flags);
+
 }  // namespace tier::disk

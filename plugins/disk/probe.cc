@@ -123,6 +123,7 @@ Status DiskProvider::SelectIoPath() {
     Log(TIER_LOG_WARN, "disk: io_uring unavailable (" + uring_why + "); using a thread pool");
 
   bool direct_refused_by_fs = false;
+  bool only_no_space = true;  // every probe failed for lack of space, none for the path itself
   std::string failures;
   for (int use_uring = uring ? 1 : 0; use_uring >= 0; --use_uring) {
     std::unique_ptr<IoBackend> backend =
@@ -149,10 +150,30 @@ Status DiskProvider::SelectIoPath() {
         return Status::Ok();
       }
       direct_refused_by_fs |= direct_refused;
+      only_no_space &= status.code() == TIER_NO_SPACE;
       failures += std::string(failures.empty() ? "" : "; ") + (use_uring ? "io_uring" : "threads") +
                   (direct ? "+O_DIRECT: " : "+buffered: ") + status.message();
     }
     backend->Shutdown();
+  }
+  if (only_no_space && !failures.empty() && options_.direct_io != DirectIoMode::kOn) {
+    // A full filesystem says nothing about the I/O path. Refusing to open would make every
+    // checkpoint already stored here unreachable after a restart on a full disk; open instead on
+    // the buffered path (it works on every local filesystem), untested: restores work, spills
+    // answer NO_SPACE until space is freed, and the next open probes again.
+    std::string why;
+    backend_ = seams_.disable_io_uring ? nullptr : MakeIoUringBackend(options_.queue_depth, &why);
+    if (backend_) backend_->RegisterBuffer(pool_->base(), pool_->total_bytes());
+    if (!backend_) backend_ = MakeThreadBackend(options_.io_threads, ops_);
+    io_path_.io_uring = std::string(backend_->name()) == "io_uring";
+    io_path_.direct = false;
+    io_path_.label =
+        io_path_.io_uring ? TIER_IO_PATH_IO_URING_BUFFERED : TIER_IO_PATH_THREADS_BUFFERED;
+    io_path_.probe_read_bytes_per_second = 0.5e9;  // a guess until restores measure it
+    Log(TIER_LOG_WARN, "disk: the filesystem of '" + options_.dir + "' is full (" + failures +
+                           "); using " + io_path_.label +
+                           " without a probe; spills answer no_space until space is freed");
+    return Status::Ok();
   }
   if (options_.direct_io == DirectIoMode::kOn) {
     return Status(TIER_UNSUPPORTED, "disk: option 'direct_io=on' but O_DIRECT does not work in '" +

@@ -68,11 +68,14 @@ Status DiskProvider::ScanDirectory() {
       Log(TIER_LOG_WARN, "disk: ignoring '" + name + "' (malformed key in the name)");
       continue;
     }
-    const int fd =
-        ops_->OpenAt(dir_.dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags(), 0);
+    const int fd = OpenRegularFile(ops_, dir_.dir_fd, name.c_str(),
+                                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags());
     if (fd < 0) {
-      Log(TIER_LOG_WARN, "disk: not serving '" + options_.dir + "/" + name + "': open: " +
-                             ErrnoText(-fd) + (fd == -ELOOP ? " (a symbolic link)" : ""));
+      Log(TIER_LOG_WARN, "disk: not serving '" + options_.dir + "/" + name +
+                             "': open: " + ErrnoText(-fd) +
+                             (fd == -ELOOP    ? " (a symbolic link)"
+                              : fd == -EINVAL ? " (not a regular file)"
+                                              : ""));
       continue;
     }
     struct stat st {};

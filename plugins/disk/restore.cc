@@ -140,7 +140,6 @@ Status DiskProvider::Restore(const tier_key* key, const tier_segment* segments,
   auto job = std::make_unique<Job>();
   job->type = Job::Type::kRestore;
   std::memcpy(job->key.data(), key->bytes, TIER_KEY_BYTES);
-  job->segments.assign(segments, segments + segment_count);
   job->done = done;
   job->user_data = user_data;
   {
@@ -155,6 +154,8 @@ Status DiskProvider::Restore(const tier_key* key, const tier_segment* segments,
                     "segment table does not match: " + std::to_string(segment_count) +
                         " segments given, " + std::to_string(entry->segments.size()) + " stored");
     }
+    // Only now, with the count known to be the stored one, is the caller's table read.
+    job->segments.assign(segments, segments + segment_count);
     std::map<std::pair<uint32_t, uint32_t>, uint64_t> stored;
     for (const tier_segment_info& s : entry->segments) stored[{s.kind, s.index}] = s.length_bytes;
     for (const tier_segment& s : job->segments) {
@@ -173,8 +174,8 @@ Status DiskProvider::Restore(const tier_key* key, const tier_segment* segments,
       }
       stored.erase(it);
     }
-    const int fd = ops_->OpenAt(dir_.dir_fd, entry->file_name.c_str(),
-                                O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags(), 0);
+    const int fd = OpenRegularFile(ops_, dir_.dir_fd, entry->file_name.c_str(),
+                                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags());
     if (fd < 0) {
       if (fd == -ENOENT) {
         // Deleted behind our back: it can never be served again.

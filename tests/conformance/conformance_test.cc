@@ -4,7 +4,12 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "checkpoint_bytes.h"
@@ -526,6 +531,339 @@ TEST_P(AbiConformance, AnotherNamespaceIsNeverServed) {
   Open();  // the original namespace still has it
   ASSERT_EQ(Restore(checkpoint), TIER_OK);
   EXPECT_TRUE(checkpoint.Matches());
+}
+
+// ---- ABI misuse: every wrong call gets a clear status, a completion runs exactly once for what
+// was accepted and never for what was refused, and nothing crashes (the sanitizer builds run
+// these too, so a read past a short table is caught) ----------------------------------------------
+
+// Refused synchronously with `want`, a message, and no callback.
+#define EXPECT_REFUSED(call, want, record, error)                                   \
+  do {                                                                              \
+    (error).message[0] = '\0';                                                      \
+    const tier_status got_ = (call);                                                \
+    EXPECT_EQ(got_, (want)) << #call << ": got " << tier_status_name(got_);         \
+    EXPECT_NE((error).message[0], '\0') << #call << ": a refusal says why";         \
+    EXPECT_LT(std::strlen((error).message), sizeof((error).message)) << #call;      \
+    EXPECT_EQ((record).calls.load(), 0) << #call << ": a refused call called back"; \
+  } while (0)
+
+TEST_P(AbiConformance, NullInstanceIsRefusedByEveryFunction) {
+  TestCheckpoint checkpoint = MakeCheckpoint("null-instance", 4096);
+  auto segments = checkpoint.Segments();
+  const auto n = static_cast<uint32_t>(segments.size());
+  OpRecord record;
+  tier_error error{};
+  tier_info info{};
+  info.struct_size = sizeof(info);
+  tier_stats stats{};
+  stats.struct_size = sizeof(stats);
+  tier_stat_result stat{};
+  stat.struct_size = sizeof(stat);
+  tier_plan plan{};
+  plan.struct_size = sizeof(plan);
+  const tier_status want = TIER_INVALID_ARGUMENT;
+  EXPECT_REFUSED(table()->info(nullptr, &info, &error), want, record, error);
+  EXPECT_REFUSED(table()->stats(nullptr, &stats, &error), want, record, error);
+  EXPECT_REFUSED(table()->stat(nullptr, &checkpoint.key, &stat, nullptr, 0, &error), want, record,
+                 error);
+  EXPECT_REFUSED(table()->spill(nullptr, &checkpoint.key, segments.data(), n, OpRecord::Callback,
+                                &record, &error),
+                 want, record, error);
+  EXPECT_REFUSED(table()->restore(nullptr, &checkpoint.key, segments.data(), n, OpRecord::Callback,
+                                  &record, &error),
+                 want, record, error);
+  EXPECT_REFUSED(table()->remove(nullptr, &checkpoint.key, &error), want, record, error);
+  EXPECT_REFUSED(
+      table()->enumerate(
+          nullptr, [](void*, const tier_entry*) -> int32_t { return 0; }, nullptr, &error),
+      want, record, error);
+  EXPECT_REFUSED(table()->plan_restore(nullptr, &checkpoint.key, 0, &plan, &error), want, record,
+                 error);
+  table()->close(nullptr);  // a no-op, not a crash
+  // The same refusals with no error buffer at all.
+  EXPECT_EQ(table()->stats(nullptr, &stats, nullptr), want);
+  EXPECT_EQ(table()->remove(nullptr, &checkpoint.key, nullptr), want);
+}
+
+TEST_P(AbiConformance, ShortOutStructuresGetOnlyTheFieldsTheyHave) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint("short-out", 4096);
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  // Each out-structure with room for struct_size only (and one with struct_size 0): the bytes
+  // behind it are guarded and must stay untouched.
+  struct Guarded {
+    unsigned char bytes[256];
+    void Fill(uint32_t struct_size) {
+      std::memset(bytes, 0xE7, sizeof(bytes));
+      std::memcpy(bytes, &struct_size, sizeof(struct_size));
+    }
+    bool UntouchedFrom(size_t at) const {
+      for (size_t i = at; i < sizeof(bytes); ++i) {
+        if (bytes[i] != 0xE7) return false;
+      }
+      return true;
+    }
+  };
+  for (uint32_t size : {uint32_t{0}, uint32_t{sizeof(uint32_t)}}) {
+    SCOPED_TRACE("struct_size " + std::to_string(size));
+    const size_t from = sizeof(uint32_t);
+    Guarded g;
+    g.Fill(size);
+    ASSERT_EQ(table()->stat(instance(), &checkpoint.key, reinterpret_cast<tier_stat_result*>(&g),
+                            nullptr, 0, nullptr),
+              TIER_OK);
+    EXPECT_TRUE(g.UntouchedFrom(from)) << "tier_stat_result";
+    g.Fill(size);
+    ASSERT_EQ(table()->plan_restore(instance(), &checkpoint.key, 1000,
+                                    reinterpret_cast<tier_plan*>(&g), nullptr),
+              TIER_OK);
+    EXPECT_TRUE(g.UntouchedFrom(from)) << "tier_plan";
+    g.Fill(size);
+    ASSERT_EQ(table()->stats(instance(), reinterpret_cast<tier_stats*>(&g), nullptr), TIER_OK);
+    EXPECT_TRUE(g.UntouchedFrom(from)) << "tier_stats";
+    g.Fill(size);
+    ASSERT_EQ(table()->info(instance(), reinterpret_cast<tier_info*>(&g), nullptr), TIER_OK);
+    EXPECT_TRUE(g.UntouchedFrom(from)) << "tier_info";
+  }
+  // A tier_stat_result cut after logical_bytes gets segment_count and logical_bytes only.
+  Guarded g;
+  g.Fill(offsetof(tier_stat_result, stored_bytes));
+  ASSERT_EQ(table()->stat(instance(), &checkpoint.key, reinterpret_cast<tier_stat_result*>(&g),
+                          nullptr, 0, nullptr),
+            TIER_OK);
+  const auto* stat = reinterpret_cast<const tier_stat_result*>(&g);
+  EXPECT_EQ(stat->segment_count, checkpoint.layout.size());
+  EXPECT_EQ(stat->logical_bytes, checkpoint.logical_bytes());
+  EXPECT_TRUE(g.UntouchedFrom(offsetof(tier_stat_result, stored_bytes)));
+}
+
+TEST_P(AbiConformance, StatFillsNoMoreSegmentsThanTheCapacity) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint("stat-capacity", 4096);
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  std::vector<tier_segment_info> infos(8);
+  std::memset(infos.data(), 0xE7, infos.size() * sizeof(tier_segment_info));
+  tier_stat_result stat{};
+  stat.struct_size = sizeof(stat);
+  ASSERT_EQ(table()->stat(instance(), &checkpoint.key, &stat, infos.data(), 2, nullptr), TIER_OK);
+  EXPECT_EQ(stat.segment_count, checkpoint.layout.size()) << "the full count, whatever the room";
+  const auto* guard = reinterpret_cast<const unsigned char*>(&infos[2]);
+  for (size_t i = 0; i < 6 * sizeof(tier_segment_info); ++i) {
+    ASSERT_EQ(guard[i], 0xE7) << "wrote past segment_capacity";
+  }
+  OpRecord record;
+  tier_error error{};
+  EXPECT_REFUSED(table()->stat(instance(), &checkpoint.key, &stat, nullptr, 4, &error),
+                 TIER_INVALID_ARGUMENT, record, error);
+}
+
+TEST_P(AbiConformance, UnknownSegmentKindsAreRefused) {
+  TestCheckpoint checkpoint = MakeCheckpoint("unknown-kinds", 4096);
+  if (!absent()) {
+    ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  }
+  for (uint32_t kind : {0u, TIER_SEGMENT_KIND_MAX + 1, 0x80000000u, 0xFFFFFFFFu}) {
+    SCOPED_TRACE("kind " + std::to_string(kind));
+    OpRecord record;
+    tier_error error{};
+    tier_key other = KeyFromText("conformance:unknown-kind-spill");
+    auto spill = checkpoint.Segments();
+    spill[1].kind = kind;
+    EXPECT_REFUSED(
+        table()->spill(instance(), &other, spill.data(), static_cast<uint32_t>(spill.size()),
+                       OpRecord::Callback, &record, &error),
+        TIER_INVALID_ARGUMENT, record, error);
+    if (absent()) continue;
+    auto restore = checkpoint.EmptySegments();
+    restore[1].kind = kind;
+    EXPECT_REFUSED(table()->restore(instance(), &checkpoint.key, restore.data(),
+                                    static_cast<uint32_t>(restore.size()), OpRecord::Callback,
+                                    &record, &error),
+                   TIER_INVALID_ARGUMENT, record, error);
+  }
+  EXPECT_EQ(Stats().entries, absent() ? 0u : 1u);
+}
+
+TEST_P(AbiConformance, SegmentCountsPastTheTableAreRefusedUnread) {
+  // A table of one segment with a count that claims more: a provider must bound the count before
+  // reading the table (ASan reports a read past it).
+  std::vector<std::byte> bytes(64);
+  auto table_of_one = std::make_unique<tier_segment[]>(1);
+  table_of_one[0] = {TIER_SEGMENT_MAIN_KV, 0, bytes.size(), bytes.data()};
+  tier_key key = KeyFromText("conformance:count-past-table");
+  for (uint32_t count : {TIER_MAX_SEGMENTS + 1, 0xFFFFFFFFu}) {
+    SCOPED_TRACE("count " + std::to_string(count));
+    OpRecord record;
+    tier_error error{};
+    EXPECT_REFUSED(table()->spill(instance(), &key, table_of_one.get(), count, OpRecord::Callback,
+                                  &record, &error),
+                   TIER_INVALID_ARGUMENT, record, error);
+  }
+  if (absent()) return;
+  // Restore of a stored checkpoint: a count above the stored one is refused before the table is
+  // read.
+  TestCheckpoint checkpoint = MakeCheckpoint("count-past-table", 4096);
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  auto exact = checkpoint.EmptySegments();
+  auto heap = std::make_unique<tier_segment[]>(exact.size());
+  std::copy(exact.begin(), exact.end(), heap.get());
+  for (uint32_t count :
+       {static_cast<uint32_t>(exact.size() + 1), TIER_MAX_SEGMENTS + 1, 0xFFFFFFFFu}) {
+    SCOPED_TRACE("restore count " + std::to_string(count));
+    OpRecord record;
+    tier_error error{};
+    EXPECT_REFUSED(table()->restore(instance(), &checkpoint.key, heap.get(), count,
+                                    OpRecord::Callback, &record, &error),
+                   TIER_INVALID_ARGUMENT, record, error);
+  }
+  ASSERT_EQ(Restore(checkpoint), TIER_OK) << "the entry survives the refusals";
+  EXPECT_TRUE(checkpoint.Matches());
+}
+
+TEST_P(AbiConformance, OversizedSegmentsAreRefusedBeforeAnyByteIsRead) {
+  // Lengths no buffer can have: the 16 bytes behind `data` are all there is.
+  std::vector<std::byte> small(16);
+  tier_key key = KeyFromText("conformance:oversized-segment");
+  for (uint64_t length : {uint64_t{1} << 62, ~uint64_t{0}}) {
+    SCOPED_TRACE("length " + std::to_string(length));
+    tier_segment segment{TIER_SEGMENT_MAIN_KV, 0, length, small.data()};
+    OpRecord record;
+    tier_error error{};
+    error.message[0] = '\0';
+    const tier_status got =
+        table()->spill(instance(), &key, &segment, 1, OpRecord::Callback, &record, &error);
+    EXPECT_TRUE(got == TIER_INVALID_ARGUMENT || got == TIER_NO_SPACE) << tier_status_name(got);
+    EXPECT_NE(error.message[0], '\0');
+    EXPECT_EQ(record.calls.load(), 0);
+  }
+  // A manifest longer than TIER_MANIFEST_MAX_BYTES.
+  std::vector<std::byte> manifest(TIER_MANIFEST_MAX_BYTES + 1);
+  tier_segment too_long[2] = {{TIER_SEGMENT_MAIN_KV, 0, small.size(), small.data()},
+                              {TIER_SEGMENT_MANIFEST, 0, manifest.size(), manifest.data()}};
+  OpRecord record;
+  tier_error error{};
+  EXPECT_REFUSED(table()->spill(instance(), &key, too_long, 2, OpRecord::Callback, &record, &error),
+                 TIER_INVALID_ARGUMENT, record, error);
+  EXPECT_EQ(Stats().used_bytes, 0u);
+}
+
+TEST_P(AbiConformance, RestoreIntoWrongSizedOrMissingBuffersIsRefused) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint("restore-buffers", 8192);
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  auto check_refused = [&](std::vector<tier_segment> segments, const char* what) {
+    SCOPED_TRACE(what);
+    OpRecord record;
+    tier_error error{};
+    const tier_status got = table()->restore(instance(), &checkpoint.key, segments.data(),
+                                             static_cast<uint32_t>(segments.size()),
+                                             OpRecord::Callback, &record, &error);
+    if (got == TIER_OK) {
+      ASSERT_TRUE(record.Wait());
+      EXPECT_EQ(record.calls.load(), 1);
+      EXPECT_EQ(record.status, TIER_INVALID_ARGUMENT);
+    } else {
+      EXPECT_EQ(got, TIER_INVALID_ARGUMENT);
+      EXPECT_EQ(record.calls.load(), 0);
+    }
+  };
+  auto zero = checkpoint.EmptySegments();
+  for (auto& s : zero) s.length_bytes = 0;
+  check_refused(zero, "every length 0 (a caller that did not stat first)");
+  auto larger = checkpoint.EmptySegments();
+  larger[0].length_bytes += 4096;  // still inside no buffer: must not be written
+  larger[0].data = nullptr;
+  check_refused(larger, "a length larger than stored, NULL data");
+  auto null_data = checkpoint.EmptySegments();
+  null_data[2].data = nullptr;
+  check_refused(null_data, "NULL data for a non-empty segment");
+  auto wrong_index = checkpoint.EmptySegments();
+  wrong_index[0].index += 100;
+  check_refused(wrong_index, "an index that is not stored");
+  ASSERT_EQ(Restore(checkpoint), TIER_OK);
+  EXPECT_TRUE(checkpoint.Matches());
+}
+
+TEST_P(AbiConformance, CloseWithRestoresInFlightCompletesEachOnce) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint("close-restores", 1 << 20);
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  constexpr int kOps = 6;
+  std::vector<TestCheckpoint> copies(kOps, checkpoint);
+  std::vector<OpRecord> records(kOps);
+  std::vector<tier_status> accepted(kOps);
+  for (int i = 0; i < kOps; ++i) {
+    auto segments = copies[i].EmptySegments();
+    accepted[i] = table()->restore(instance(), &checkpoint.key, segments.data(),
+                                   static_cast<uint32_t>(segments.size()), OpRecord::Callback,
+                                   &records[i], nullptr);
+  }
+  Close();
+  for (int i = 0; i < kOps; ++i) {
+    if (accepted[i] != TIER_OK) {
+      EXPECT_EQ(accepted[i], TIER_BUSY);
+      EXPECT_EQ(records[i].calls.load(), 0);
+      continue;
+    }
+    ASSERT_EQ(records[i].calls.load(), 1) << "restore " << i << " not completed by close";
+    EXPECT_TRUE(records[i].status == TIER_OK || records[i].status == TIER_CANCELLED)
+        << tier_status_name(records[i].status);
+    if (records[i].status == TIER_OK) {
+      EXPECT_TRUE(copies[i].Matches()) << i;
+    }
+  }
+  if (!persistent()) return;
+  Open();
+  ASSERT_EQ(Restore(checkpoint), TIER_OK) << "a cancelled restore leaves the checkpoint whole";
+  EXPECT_TRUE(checkpoint.Matches());
+}
+
+TEST_P(AbiConformance, CompletionMayCallTheProviderAndSeesTheCheckpoint) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint("callback-reentry", 65536);
+  struct Reentry {
+    const tier_provider* table = nullptr;
+    tier_instance* instance = nullptr;
+    tier_key key{};
+    std::atomic<int> calls{0};
+    tier_status stat_in_callback = -1;
+    uint64_t entries_in_callback = 0;
+    std::mutex mutex;
+    std::condition_variable cv;
+  } reentry;
+  reentry.table = table();
+  reentry.instance = instance();
+  reentry.key = checkpoint.key;
+  auto segments = checkpoint.Segments();
+  ASSERT_EQ(
+      table()->spill(
+          instance(), &checkpoint.key, segments.data(), static_cast<uint32_t>(segments.size()),
+          [](void* user, const tier_completion* c) {
+            auto* r = static_cast<Reentry*>(user);
+            tier_stat_result stat{};
+            stat.struct_size = sizeof(stat);
+            tier_stats stats{};
+            stats.struct_size = sizeof(stats);
+            tier_status s = r->table->stat(r->instance, &r->key, &stat, nullptr, 0, nullptr);
+            r->table->stats(r->instance, &stats, nullptr);
+            std::lock_guard lock(r->mutex);
+            r->stat_in_callback = c->status == TIER_OK ? s : -2;
+            r->entries_in_callback = stats.entries;
+            r->calls.fetch_add(1);
+            r->cv.notify_all();
+          },
+          &reentry, nullptr),
+      TIER_OK);
+  std::unique_lock lock(reentry.mutex);
+  ASSERT_TRUE(reentry.cv.wait_for(lock, std::chrono::seconds(120),
+                                  [&] { return reentry.calls.load() > 0; }));
+  EXPECT_EQ(reentry.stat_in_callback, TIER_OK)
+      << "a checkpoint is visible by the time its spill completes OK";
+  EXPECT_EQ(reentry.entries_in_callback, 1u);
+  lock.unlock();
+  Close();
+  EXPECT_EQ(reentry.calls.load(), 1);
 }
 
 std::string TargetName(const ::testing::TestParamInfo<Target>& info) {

@@ -91,7 +91,9 @@ static tier_status m_open(const tier_host_services* host, const char* namespace_
 }
 
 static void m_close(tier_instance* self) {
-  entry* e = self->head;
+  entry* e;
+  if (self == NULL) return;
+  e = self->head;
   while (e != NULL) {
     entry* next = e->next;
     free_entry(e);
@@ -133,10 +135,12 @@ static tier_status m_stat(tier_instance* self, const tier_key* key, tier_stat_re
   pthread_mutex_lock(&self->mutex);
   e = find(self, key);
   if (e != NULL) {
-    out->segment_count = e->segment_count;
-    out->logical_bytes = e->logical_bytes;
-    out->stored_bytes = e->logical_bytes;
-    out->estimated_restore_ns = e->logical_bytes / 10 + 1; /* ~10 GB/s memcpy */
+    if (TIER_HAS_FIELD(out, tier_stat_result, segment_count)) out->segment_count = e->segment_count;
+    if (TIER_HAS_FIELD(out, tier_stat_result, logical_bytes)) out->logical_bytes = e->logical_bytes;
+    if (TIER_HAS_FIELD(out, tier_stat_result, stored_bytes)) out->stored_bytes = e->logical_bytes;
+    if (TIER_HAS_FIELD(out, tier_stat_result, estimated_restore_ns)) {
+      out->estimated_restore_ns = e->logical_bytes / 10 + 1; /* ~10 GB/s memcpy */
+    }
     for (i = 0; i < e->segment_count && i < capacity; ++i) segments[i] = e->segments[i];
   }
   pthread_mutex_unlock(&self->mutex);
@@ -284,21 +288,30 @@ static tier_status m_plan(tier_instance* self, const tier_key* key, uint64_t pre
                           tier_plan* out, tier_error* error) {
   entry* e;
   if (self == NULL || key == NULL || out == NULL) return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: plan");
+  tier_plan plan = {0};
   pthread_mutex_lock(&self->mutex);
   e = find(self, key);
-  out->estimated_restore_ns = e != NULL ? e->logical_bytes / 10 + 1 : 0;
-  out->stored_bytes = e != NULL ? e->logical_bytes : 0;
+  plan.estimated_restore_ns = e != NULL ? e->logical_bytes / 10 + 1 : 0;
+  plan.stored_bytes = e != NULL ? e->logical_bytes : 0;
   pthread_mutex_unlock(&self->mutex);
   if (e == NULL) {
-    out->decision = TIER_DECISION_SKIP_TO_ROOT;
-    out->reason = TIER_REASON_MISS;
-  } else if (out->estimated_restore_ns < prefill_ns) {
-    out->decision = TIER_DECISION_RESTORE;
-    out->reason = TIER_REASON_CHEAPER;
+    plan.decision = TIER_DECISION_SKIP_TO_ROOT;
+    plan.reason = TIER_REASON_MISS;
+  } else if (plan.estimated_restore_ns < prefill_ns) {
+    plan.decision = TIER_DECISION_RESTORE;
+    plan.reason = TIER_REASON_CHEAPER;
   } else {
-    out->decision = TIER_DECISION_SKIP_TO_ROOT;
-    out->reason = TIER_REASON_COST;
+    plan.decision = TIER_DECISION_SKIP_TO_ROOT;
+    plan.reason = TIER_REASON_COST;
   }
+  /* Only the fields inside the caller's struct_size (an older, shorter tier_plan). */
+  if (TIER_HAS_FIELD(out, tier_plan, decision)) out->decision = plan.decision;
+  if (TIER_HAS_FIELD(out, tier_plan, reason)) out->reason = plan.reason;
+  if (TIER_HAS_FIELD(out, tier_plan, reserved)) out->reserved = 0;
+  if (TIER_HAS_FIELD(out, tier_plan, estimated_restore_ns)) {
+    out->estimated_restore_ns = plan.estimated_restore_ns;
+  }
+  if (TIER_HAS_FIELD(out, tier_plan, stored_bytes)) out->stored_bytes = plan.stored_bytes;
   return TIER_OK;
 }
 
