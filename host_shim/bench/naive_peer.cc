@@ -3,18 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 
+#include "host_services.h"
+
 namespace tier::bench {
 namespace {
-
-uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
 
 std::string PathOf(const std::string& dir, const SegmentShape& s) {
   return dir + "/" + s.name + ".bin";
@@ -29,7 +24,7 @@ Status Errno(const std::string& what) {
 Result<NaiveSpillTimes> NaiveSpill(const std::string& dir, const CheckpointShape& shape,
                                    const SegmentBuffers& buffers) {
   NaiveSpillTimes times;
-  const uint64_t t0 = NowNs();
+  const uint64_t t0 = MonotonicNs();
   for (size_t i = 0; i < shape.segments.size(); ++i) {
     const std::string path = PathOf(dir, shape.segments[i]);
     std::FILE* f = std::fopen(path.c_str(), "wb");
@@ -38,7 +33,7 @@ Result<NaiveSpillTimes> NaiveSpill(const std::string& dir, const CheckpointShape
     const size_t n = std::fwrite(data.data(), 1, data.size(), f);
     if (std::fclose(f) != 0 || n != data.size()) return Errno("fwrite '" + path + "'");
   }
-  times.buffered_ns = NowNs() - t0;
+  times.buffered_ns = MonotonicNs() - t0;
   for (const SegmentShape& s : shape.segments) {
     const std::string path = PathOf(dir, s);
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -47,13 +42,13 @@ Result<NaiveSpillTimes> NaiveSpill(const std::string& dir, const CheckpointShape
     ::close(fd);
     if (rc != 0) return Errno("fsync '" + path + "'");
   }
-  times.synced_ns = NowNs() - t0;
+  times.synced_ns = MonotonicNs() - t0;
   return times;
 }
 
 Result<uint64_t> NaiveRestore(const std::string& dir, const CheckpointShape& shape,
                               SegmentBuffers& buffers) {
-  const uint64_t t0 = NowNs();
+  const uint64_t t0 = MonotonicNs();
   for (size_t i = 0; i < shape.segments.size(); ++i) {
     const std::string path = PathOf(dir, shape.segments[i]);
     std::FILE* f = std::fopen(path.c_str(), "rb");
@@ -63,7 +58,7 @@ Result<uint64_t> NaiveRestore(const std::string& dir, const CheckpointShape& sha
     std::fclose(f);
     if (n != data.size()) return Errno("fread '" + path + "' (short read)");
   }
-  return NowNs() - t0;
+  return MonotonicNs() - t0;
 }
 
 void NaiveRemove(const std::string& dir, const CheckpointShape& shape) {

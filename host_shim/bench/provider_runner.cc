@@ -1,18 +1,12 @@
 #include "provider_runner.h"
 
-#include <chrono>
+#include "host_services.h"
 
 namespace tier::bench {
 namespace {
 
-uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
 Result<OpTiming> Finish(const Completion& done, uint64_t t0, const char* what) {
-  const uint64_t wall = NowNs() - t0;
+  const uint64_t wall = MonotonicNs() - t0;
   if (!done.status.ok()) {
     return Status(done.status.code(), std::string(what) + ": " + done.status.ToString());
   }
@@ -49,14 +43,14 @@ ProviderRunner::~ProviderRunner() {
 Result<OpTiming> ProviderRunner::Spill(const tier_key& key, const CheckpointShape& shape,
                                        const SegmentBuffers& buffers) {
   const std::vector<tier_segment> table = buffers.Table(shape);
-  const uint64_t t0 = NowNs();
+  const uint64_t t0 = MonotonicNs();
   return Finish(instance_->SpillAndWait(key, table), t0, "spill");
 }
 
 Result<OpTiming> ProviderRunner::Restore(const tier_key& key, const CheckpointShape& shape,
                                          SegmentBuffers& buffers) {
   const std::vector<tier_segment> table = buffers.Table(shape);
-  const uint64_t t0 = NowNs();
+  const uint64_t t0 = MonotonicNs();
   return Finish(instance_->RestoreAndWait(key, table), t0, "restore");
 }
 

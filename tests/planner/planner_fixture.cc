@@ -66,6 +66,12 @@ CheckpointEntry* PlannerTest::Seal(const std::vector<uint64_t>& blocks, uint64_t
   return planner_->Seal(blocks, blocks.size() * 512, false, now_s * 1000000000ull);
 }
 
+void PlannerTest::SealAndPushToCold(const std::vector<uint64_t>& blocks) {
+  ASSERT_NE(Seal(blocks, 1), nullptr);
+  for (uint64_t i = 0; i < 3; ++i) Seal(Blocks(100 + 10 * i, 1), 2 + i);
+  ASSERT_EQ(PlacementsOf(blocks), kCold) << "pushed down by three newer checkpoints";
+}
+
 CheckpointEntry* PlannerTest::Find(const std::vector<uint64_t>& blocks) const {
   return planner_->catalog().Find(PrefixKey("planner-test", blocks));
 }

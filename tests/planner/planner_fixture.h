@@ -35,6 +35,9 @@ class PlannerTest : public ::testing::Test {
   // Blocks {base, base+1, ...} of length n.
   static std::vector<uint64_t> Blocks(uint64_t base, size_t n);
   CheckpointEntry* Seal(const std::vector<uint64_t>& blocks, uint64_t now_s);
+  // Seals the one-block checkpoint `blocks` at t=1 s, then three newer one-block checkpoints, so
+  // that with Device and Host budgets of 1.5 checkpoints it is pushed down to Cold (asserted).
+  void SealAndPushToCold(const std::vector<uint64_t>& blocks);
   CheckpointEntry* Find(const std::vector<uint64_t>& blocks) const;
   uint8_t PlacementsOf(const std::vector<uint64_t>& blocks) const;
   double Counter(const std::string& series) const;  // value of a line of the exposition, or -1

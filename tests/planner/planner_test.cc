@@ -92,9 +92,7 @@ TEST_F(PlannerTest, FailedSpillKeepsTheHostCopy) {
 TEST_F(PlannerTest, SkipsToRootWhenRestoringCostsAtLeastThePrefill) {
   Build("scripted", {{"restore_ns_per_byte", "1000000"}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
   const auto a = Blocks(10, 1);
-  Seal(a, 1);
-  for (uint64_t i = 0; i < 3; ++i) Seal(Blocks(100 + 10 * i, 1), 2 + i);
-  ASSERT_EQ(PlacementsOf(a), kC);
+  SealAndPushToCold(a);
   AdmissionResult admission = planner_->Admit(a, 10000000000ull);
   EXPECT_EQ(admission.outcome, Outcome::kRootPrefill);
   EXPECT_EQ(admission.root_reason, RootReason::kCost);
@@ -106,9 +104,7 @@ TEST_F(PlannerTest, SkipsToRootWhenRestoringCostsAtLeastThePrefill) {
 TEST_F(PlannerTest, ColdRestoreIsVerifiedAndClimbsToDevice) {
   Build("scripted", {}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
   const auto a = Blocks(10, 1);
-  Seal(a, 1);
-  for (uint64_t i = 0; i < 3; ++i) Seal(Blocks(100 + 10 * i, 1), 2 + i);
-  ASSERT_EQ(PlacementsOf(a), kC);
+  SealAndPushToCold(a);
   AdmissionResult admission = planner_->Admit(a, 10000000000ull);
   ASSERT_EQ(admission.outcome, Outcome::kColdRestore);
   EXPECT_EQ(admission.cached_tokens, 512u);
@@ -123,9 +119,7 @@ TEST_F(PlannerTest, ColdRestoreIsVerifiedAndClimbsToDevice) {
 TEST_F(PlannerTest, WrongBytesFromTheProviderAreNeverServed) {
   Build("scripted", {{"flip_restored_byte", "1"}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
   const auto a = Blocks(10, 1);
-  Seal(a, 1);
-  for (uint64_t i = 0; i < 3; ++i) Seal(Blocks(100 + 10 * i, 1), 2 + i);
-  ASSERT_EQ(PlacementsOf(a), kC);
+  SealAndPushToCold(a);
   AdmissionResult admission = planner_->Admit(a, 10000000000ull);
   EXPECT_EQ(admission.outcome, Outcome::kRootPrefill);
   EXPECT_EQ(admission.root_reason, RootReason::kCorrupt);
@@ -136,9 +130,7 @@ TEST_F(PlannerTest, WrongBytesFromTheProviderAreNeverServed) {
 TEST_F(PlannerTest, DataLossDropsTheColdPlacement) {
   Build("scripted", {{"restore_result", "data_loss"}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
   const auto a = Blocks(10, 1);
-  Seal(a, 1);
-  for (uint64_t i = 0; i < 3; ++i) Seal(Blocks(100 + 10 * i, 1), 2 + i);
-  ASSERT_EQ(PlacementsOf(a), kC);
+  SealAndPushToCold(a);
   AdmissionResult admission = planner_->Admit(a, 10000000000ull);
   EXPECT_EQ(admission.outcome, Outcome::kRootPrefill);
   EXPECT_EQ(admission.root_reason, RootReason::kCorrupt);
@@ -148,9 +140,7 @@ TEST_F(PlannerTest, DataLossDropsTheColdPlacement) {
 TEST_F(PlannerTest, StalePlanFallsBackToTheRoot) {
   Build("scripted", {}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
   const auto a = Blocks(10, 1);
-  Seal(a, 1);
-  for (uint64_t i = 0; i < 3; ++i) Seal(Blocks(100 + 10 * i, 1), 2 + i);
-  ASSERT_EQ(PlacementsOf(a), kC);
+  SealAndPushToCold(a);
   int hook_runs = 0;
   planner_->after_plan_hook = [&](CheckpointEntry* entry) {
     ++hook_runs;
@@ -209,9 +199,7 @@ TEST_F(PlannerTest, LongestExactPrefixWinsAndSiblingsNeverAnswer) {
 TEST_F(PlannerTest, RestartReadoptsColdCheckpoints) {
   Build("scripted", {}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
   const auto a = Blocks(10, 1);
-  Seal(a, 1);
-  for (uint64_t i = 0; i < 3; ++i) Seal(Blocks(100 + 10 * i, 1), 2 + i);
-  ASSERT_EQ(PlacementsOf(a), kC);
+  SealAndPushToCold(a);
   // A new planner (a restarted server) over the same provider instance.
   PlannerConfig config = planner_->config();
   planner_ = std::make_unique<Planner>(config, cost_, device_.get(), cold_.get(), &metrics_);
