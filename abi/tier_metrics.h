@@ -11,7 +11,8 @@
 
 /* counter {provider, result=tier_status_name()}: spills by outcome, refusals at submit included. */
 #define TIER_METRIC_COLD_SPILLS "tier_cold_spills_total"
-/* counter {provider, result=tier_status_name()}: restores by outcome, refusals at submit included. */
+/* counter {provider, result=tier_status_name()}: restores by outcome, refusals at submit included.
+ */
 #define TIER_METRIC_COLD_RESTORES "tier_cold_restores_total"
 /* counter {provider, result=tier_status_name()}: removes by outcome. */
 #define TIER_METRIC_COLD_REMOVES "tier_cold_removes_total"

@@ -15,8 +15,8 @@
  *     are only ever appended, never removed, reordered or retyped within a major.
  *  4. The host calls a provider slot only if the slot lies inside the provider table's struct_size
  *     and is non-NULL (TIER_HAS_SLOT). The provider uses a host service only under the same test on
- *     the host's table. Every slot of version 1.0 is required of a 1.x provider; slots added by later
- *     minors are optional and a host must cope with their absence.
+ *     the host's table. Every slot of version 1.0 is required of a 1.x provider; slots added by
+ * later minors are optional and a host must cope with their absence.
  *  5. Out-structures (tier_info, tier_stats, ...) are allocated by the caller, which sets
  *     struct_size; the callee writes only the fields that lie entirely inside struct_size.
  *  6. No C++ exception, longjmp or signal ever crosses this boundary. Errors are tier_status values
@@ -31,8 +31,8 @@
  *    comment says otherwise. close() must not race with other calls on the same instance.
  *  - spill and restore are asynchronous: when they return TIER_OK the operation is accepted and its
  *    completion callback runs exactly once (success, error or cancelled), possibly on a provider
- *    thread and possibly before the call returns. Segment buffers are borrowed until then. When they
- *    return anything else the callback never runs and the buffers are released at once.
+ *    thread and possibly before the call returns. Segment buffers are borrowed until then. When
+ * they return anything else the callback never runs and the buffers are released at once.
  *
  * LAYOUT
  *
@@ -71,7 +71,7 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Status                                                                                          */
+/* Status */
 /* ---------------------------------------------------------------------------------------------- */
 
 typedef int32_t tier_status;
@@ -93,8 +93,8 @@ enum {
 /* A stable lowercase name ("ok", "not_found", ...) used in messages and as a metric label value. */
 static inline const char* tier_status_name(tier_status status) {
   static const char* const names[TIER_STATUS_COUNT] = {
-      "ok",   "not_found", "already_exists", "invalid_argument", "no_space", "busy",
-      "data_loss", "io_error", "cancelled", "unsupported", "internal"};
+      "ok",        "not_found", "already_exists", "invalid_argument", "no_space", "busy",
+      "data_loss", "io_error",  "cancelled",      "unsupported",      "internal"};
   return (status >= 0 && status < TIER_STATUS_COUNT) ? names[status] : "unknown";
 }
 
@@ -106,7 +106,7 @@ typedef struct tier_error {
 } tier_error;
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Checkpoints                                                                                     */
+/* Checkpoints */
 /* ---------------------------------------------------------------------------------------------- */
 
 /* Identity of a checkpoint. Providers store it in full and compare it byte for byte: a hash of it,
@@ -117,12 +117,12 @@ typedef struct tier_key {
 
 typedef uint32_t tier_segment_kind;
 enum {
-  TIER_SEGMENT_MAIN_KV = 1,     /* KV pages of one full-attention layer (index = layer) */
-  TIER_SEGMENT_SPEC_KV = 2,     /* speculative-decoding (MTP / DFlash) KV (index = layer) */
-  TIER_SEGMENT_STATE_IMAGE = 3, /* recurrent state, conv history, rings (index = part) */
-  TIER_SEGMENT_HIDDEN_STATE = 4,/* boundary hidden state */
-  TIER_SEGMENT_MANIFEST = 5,    /* opaque server manifest, at most one, <= TIER_MANIFEST_MAX_BYTES */
-  TIER_SEGMENT_OTHER = 6        /* anything else the continuation needs */
+  TIER_SEGMENT_MAIN_KV = 1,      /* KV pages of one full-attention layer (index = layer) */
+  TIER_SEGMENT_SPEC_KV = 2,      /* speculative-decoding (MTP / DFlash) KV (index = layer) */
+  TIER_SEGMENT_STATE_IMAGE = 3,  /* recurrent state, conv history, rings (index = part) */
+  TIER_SEGMENT_HIDDEN_STATE = 4, /* boundary hidden state */
+  TIER_SEGMENT_MANIFEST = 5, /* opaque server manifest, at most one, <= TIER_MANIFEST_MAX_BYTES */
+  TIER_SEGMENT_OTHER = 6     /* anything else the continuation needs */
 };
 #define TIER_SEGMENT_KIND_MIN 1u
 #define TIER_SEGMENT_KIND_MAX 6u
@@ -147,7 +147,7 @@ typedef struct tier_segment_info {
 } tier_segment_info;
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Asynchronous completion                                                                         */
+/* Asynchronous completion */
 /* ---------------------------------------------------------------------------------------------- */
 
 typedef struct tier_completion {
@@ -165,7 +165,7 @@ typedef struct tier_completion {
 typedef void (*tier_done_fn)(void* user_data, const tier_completion* completion);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Instance description, statistics and restore plans (caller-allocated out-structures)            */
+/* Instance description, statistics and restore plans (caller-allocated out-structures) */
 /* ---------------------------------------------------------------------------------------------- */
 
 typedef struct tier_instance tier_instance; /* opaque, provider-owned */
@@ -177,20 +177,20 @@ typedef struct tier_option {
 } tier_option;
 
 enum {
-  TIER_CAP_PERSISTENT = 1u << 0,  /* checkpoints survive close and a process restart */
-  TIER_CAP_COMPRESSION = 1u << 1, /* stored bytes may be fewer than logical bytes */
-  TIER_CAP_CHECKSUMS = 1u << 2,   /* every stored byte is verified on restore */
+  TIER_CAP_PERSISTENT = 1u << 0,   /* checkpoints survive close and a process restart */
+  TIER_CAP_COMPRESSION = 1u << 1,  /* stored bytes may be fewer than logical bytes */
+  TIER_CAP_CHECKSUMS = 1u << 2,    /* every stored byte is verified on restore */
   TIER_CAP_ZERO_CAPACITY = 1u << 3 /* the tier is absent: every spill declines with NO_SPACE */
 };
 
 typedef struct tier_info {
   uint32_t struct_size;
-  uint32_t capabilities;      /* TIER_CAP_* bits */
-  const char* name;           /* static, e.g. "disk" */
-  const char* version;        /* static, e.g. "0.1.0" */
-  const char* io_path;        /* valid until close, e.g. "io_uring+direct", "none" */
-  uint64_t buffer_alignment;  /* required alignment of segment data pointers; 1 = any */
-  uint32_t max_inflight_ops;  /* more concurrent spills+restores answer TIER_BUSY */
+  uint32_t capabilities;     /* TIER_CAP_* bits */
+  const char* name;          /* static, e.g. "disk" */
+  const char* version;       /* static, e.g. "0.1.0" */
+  const char* io_path;       /* valid until close, e.g. "io_uring+direct", "none" */
+  uint64_t buffer_alignment; /* required alignment of segment data pointers; 1 = any */
+  uint32_t max_inflight_ops; /* more concurrent spills+restores answer TIER_BUSY */
   uint32_t reserved;
 } tier_info;
 
@@ -205,9 +205,9 @@ typedef struct tier_stats {
 
 typedef struct tier_stat_result {
   uint32_t struct_size;
-  uint32_t segment_count;        /* the checkpoint's segment count (may exceed the capacity given) */
-  uint64_t logical_bytes;        /* sum of segment lengths */
-  uint64_t stored_bytes;         /* bytes it occupies in the tier */
+  uint32_t segment_count; /* the checkpoint's segment count (may exceed the capacity given) */
+  uint64_t logical_bytes; /* sum of segment lengths */
+  uint64_t stored_bytes;  /* bytes it occupies in the tier */
   uint64_t estimated_restore_ns; /* the provider's current estimate */
 } tier_stat_result;
 
@@ -262,7 +262,7 @@ typedef struct tier_entry {
 typedef int32_t (*tier_enumerate_fn)(void* user_data, const tier_entry* entry);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Host services: what the host lends every provider (logging, metrics, a clock)                   */
+/* Host services: what the host lends every provider (logging, metrics, a clock) */
 /* ---------------------------------------------------------------------------------------------- */
 
 typedef int32_t tier_log_level;
@@ -287,8 +287,8 @@ typedef struct tier_host_services {
   /* Writes one line to the host's log. `message` is borrowed for the call. Any thread. */
   void (*log)(void* host_context, tier_log_level level, const char* message);
 
-  /* Returns the family `name` of `type`, creating it on first use; a second call with the same name,
-   * type and label names returns the same family. NULL if the name is invalid or already used
+  /* Returns the family `name` of `type`, creating it on first use; a second call with the same
+   * name, type and label names returns the same family. NULL if the name is invalid or already used
    * differently. `bucket_bounds` (ascending upper bounds) is read for histograms only. Strings and
    * arrays are borrowed for the call. Any thread. */
   tier_metric_family* (*metric_family)(void* host_context, tier_metric_type type, const char* name,
@@ -313,7 +313,7 @@ typedef struct tier_host_services {
 } tier_host_services;
 
 /* ---------------------------------------------------------------------------------------------- */
-/* The provider table                                                                              */
+/* The provider table */
 /* ---------------------------------------------------------------------------------------------- */
 
 /* The first four fields (struct_size, abi_major, abi_minor, reserved) keep this layout in every
@@ -365,9 +365,9 @@ typedef struct tier_provider {
    * completion other than OK the buffers' contents are unspecified and must not be used; a
    * verification failure completes with TIER_DATA_LOSS and the entry is dropped. A remove or close
    * arriving meanwhile does not break a restore already accepted. Asynchronous. Any thread. */
-  tier_status (*restore)(tier_instance* instance, const tier_key* key,
-                         const tier_segment* segments, uint32_t segment_count, tier_done_fn done,
-                         void* user_data, tier_error* error);
+  tier_status (*restore)(tier_instance* instance, const tier_key* key, const tier_segment* segments,
+                         uint32_t segment_count, tier_done_fn done, void* user_data,
+                         tier_error* error);
 
   /* Removes a checkpoint: TIER_OK or TIER_NOT_FOUND. Its space is released once no accepted
    * restore still reads it. Any thread. */
@@ -392,8 +392,8 @@ typedef struct tier_provider {
 #define TIER_HOST_SERVICES_V1_0_SIZE (offsetof(tier_host_services, monotonic_ns) + sizeof(void*))
 
 /* True when `table` (a pointer to a struct starting with struct_size) has a non-NULL `field`. */
-#define TIER_HAS_SLOT(table, type, field)                                              \
-  ((table) != NULL &&                                                                  \
+#define TIER_HAS_SLOT(table, type, field)                                               \
+  ((table) != NULL &&                                                                   \
    (size_t)(table)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field) && \
    (table)->field != NULL)
 
@@ -415,7 +415,7 @@ TIER_EXPORT tier_status tier_provider_entry(uint32_t host_abi_major, uint32_t ho
                                             const tier_provider** provider_out);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Pinned layout (LP64)                                                                            */
+/* Pinned layout (LP64) */
 /* ---------------------------------------------------------------------------------------------- */
 
 #ifdef __cplusplus

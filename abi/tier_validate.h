@@ -1,5 +1,6 @@
 /*
- * tier_validate.h -- argument checks every provider needs, as static inline C (optional SDK helper).
+ * tier_validate.h -- argument checks every provider needs, as static inline C (optional SDK
+ * helper).
  *
  * tier_validate_segments() checks a spill's or restore's segment table the same way in every
  * provider: count in [1, TIER_MAX_SEGMENTS], known kinds, (kind, index) unique, data non-NULL when
@@ -21,8 +22,8 @@ extern "C" {
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static inline tier_status tier_set_error(tier_error* error, tier_status status, const char* format,
-                                         ...) {
+static inline tier_status
+tier_set_error(tier_error* error, tier_status status, const char* format, ...) {
   if (error != NULL) {
     va_list args;
     va_start(args, format);
@@ -60,9 +61,9 @@ static inline tier_status tier_validate_segments(const char* provider, const tie
                               provider);
       }
       if (s->length_bytes > TIER_MANIFEST_MAX_BYTES) {
-        return tier_set_error(error, TIER_INVALID_ARGUMENT,
-                              "%s: manifest of %llu bytes exceeds %u", provider,
-                              (unsigned long long)s->length_bytes, TIER_MANIFEST_MAX_BYTES);
+        return tier_set_error(error, TIER_INVALID_ARGUMENT, "%s: manifest of %llu bytes exceeds %u",
+                              provider, (unsigned long long)s->length_bytes,
+                              TIER_MANIFEST_MAX_BYTES);
       }
     }
     for (j = 0; j < i; ++j) {

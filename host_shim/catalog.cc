@@ -87,8 +87,8 @@ CheckpointEntry* Catalog::Find(const tier_key& key) const {
 }
 
 CheckpointEntry* Catalog::LongestMatch(std::span<const uint64_t> blocks,
-                                      std::span<const uint64_t> prefix_hashes,
-                                      size_t max_blocks) const {
+                                       std::span<const uint64_t> prefix_hashes,
+                                       size_t max_blocks) const {
   assert(blocks.size() == prefix_hashes.size());
   max_blocks = std::min(max_blocks, blocks.size());
   // Longest k such that some entry extends blocks[0..k): binary search (monotone in k). A hash
@@ -117,9 +117,9 @@ CheckpointEntry* Catalog::LongestMatch(std::span<const uint64_t> blocks,
   return nullptr;
 }
 
-std::vector<CheckpointEntry*> Catalog::LongestPrefixMatches(
-    std::span<const uint64_t> blocks, std::span<const uint64_t> prefix_hashes,
-    size_t limit) const {
+std::vector<CheckpointEntry*> Catalog::LongestPrefixMatches(std::span<const uint64_t> blocks,
+                                                            std::span<const uint64_t> prefix_hashes,
+                                                            size_t limit) const {
   std::vector<CheckpointEntry*> matches;
   size_t max_blocks = blocks.size();
   while (matches.size() < limit && max_blocks > 0) {

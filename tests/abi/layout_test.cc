@@ -19,12 +19,13 @@ std::map<std::string, size_t> Pinned() {
 #define FIELD_PIN(type, field, offset) pinned[#type "." #field] = offset;
 #define SIZE_PIN(type, size) pinned["sizeof(" #type ")"] = size;
 #define VALUE_PIN(name, value) pinned[#name] = value;
-  TIER_LAYOUT_FIELDS(FIELD_PIN)
-  TIER_LAYOUT_SIZES(SIZE_PIN) TIER_LAYOUT_VALUES(VALUE_PIN)
+  TIER_LAYOUT_FIELDS(FIELD_PIN);
+  TIER_LAYOUT_SIZES(SIZE_PIN);
+  TIER_LAYOUT_VALUES(VALUE_PIN);
 #undef FIELD_PIN
 #undef SIZE_PIN
 #undef VALUE_PIN
-      return pinned;
+  return pinned;
 }
 
 TEST(AbiLayout, CxxMatchesPinnedLayout) {

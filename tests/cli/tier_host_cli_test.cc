@@ -52,14 +52,15 @@ TEST(TierHostCli, ShortPluginNameResolvesInTheBuildTree) {
 }
 
 TEST(TierHostCli, UnknownProviderOptionExits2NamingIt) {
-  auto r = RunCommand({TIER_HOST, "--tier-plugin", NULL_PLUGIN, "--tier-opt", "colour=blue",
-                       "--check"});
+  auto r =
+      RunCommand({TIER_HOST, "--tier-plugin", NULL_PLUGIN, "--tier-opt", "colour=blue", "--check"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("option 'colour'"), std::string::npos) << r.err;
 }
 
 TEST(TierHostCli, MalformedTierOptExits2) {
-  auto r = RunCommand({TIER_HOST, "--tier-plugin", NULL_PLUGIN, "--tier-opt", "novalue", "--check"});
+  auto r =
+      RunCommand({TIER_HOST, "--tier-plugin", NULL_PLUGIN, "--tier-opt", "novalue", "--check"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("expected KEY=VALUE"), std::string::npos) << r.err;
 }

@@ -33,7 +33,9 @@ static tier_status t_open(const tier_host_services* host, const char* namespace_
   *instance_out = &g_instance;
   return TIER_OK;
 }
-static void t_close(tier_instance* instance) { (void)instance; }
+static void t_close(tier_instance* instance) {
+  (void)instance;
+}
 static tier_status t_info(tier_instance* instance, tier_info* out, tier_error* error) {
   (void)instance;
   (void)error;
@@ -63,8 +65,9 @@ static tier_status t_spill(tier_instance* instance, const tier_key* key,
 }
 /* Unused in the null_slot variant. */
 __attribute__((unused)) static tier_status t_restore(tier_instance* instance, const tier_key* key,
-                             const tier_segment* segments, uint32_t count, tier_done_fn done,
-                             void* user_data, tier_error* error) {
+                                                     const tier_segment* segments, uint32_t count,
+                                                     tier_done_fn done, void* user_data,
+                                                     tier_error* error) {
   (void)instance, (void)key, (void)segments, (void)count, (void)done, (void)user_data;
   return tier_set_error(error, TIER_NOT_FOUND, "test: empty");
 }

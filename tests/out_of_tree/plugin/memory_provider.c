@@ -104,7 +104,8 @@ static void m_close(tier_instance* self) {
 }
 
 static tier_status m_info(tier_instance* self, tier_info* out, tier_error* error) {
-  if (self == NULL || out == NULL) return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: info");
+  if (self == NULL || out == NULL)
+    return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: info");
   if (TIER_HAS_FIELD(out, tier_info, capabilities)) out->capabilities = TIER_CAP_CHECKSUMS;
   if (TIER_HAS_FIELD(out, tier_info, name)) out->name = "memory";
   if (TIER_HAS_FIELD(out, tier_info, version)) out->version = "1.0.0";
@@ -115,7 +116,8 @@ static tier_status m_info(tier_instance* self, tier_info* out, tier_error* error
 }
 
 static tier_status m_stats(tier_instance* self, tier_stats* out, tier_error* error) {
-  if (self == NULL || out == NULL) return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: stats");
+  if (self == NULL || out == NULL)
+    return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: stats");
   pthread_mutex_lock(&self->mutex);
   if (TIER_HAS_FIELD(out, tier_stats, capacity_bytes)) out->capacity_bytes = self->capacity_bytes;
   if (TIER_HAS_FIELD(out, tier_stats, used_bytes)) out->used_bytes = self->used_bytes;
@@ -180,7 +182,8 @@ static tier_status m_spill(tier_instance* self, const tier_key* key, const tier_
     e->segments[i].index = segments[i].index;
     e->segments[i].length_bytes = segments[i].length_bytes;
     e->data[i] = (unsigned char*)malloc(segments[i].length_bytes + 1);
-    if (segments[i].length_bytes > 0) memcpy(e->data[i], segments[i].data, segments[i].length_bytes);
+    if (segments[i].length_bytes > 0)
+      memcpy(e->data[i], segments[i].data, segments[i].length_bytes);
   }
   e->next = self->head;
   self->head = e;
@@ -191,9 +194,9 @@ static tier_status m_spill(tier_instance* self, const tier_key* key, const tier_
   return TIER_OK;
 }
 
-static tier_status m_restore(tier_instance* self, const tier_key* key,
-                             const tier_segment* segments, uint32_t count, tier_done_fn done,
-                             void* user_data, tier_error* error) {
+static tier_status m_restore(tier_instance* self, const tier_key* key, const tier_segment* segments,
+                             uint32_t count, tier_done_fn done, void* user_data,
+                             tier_error* error) {
   entry* e;
   uint32_t i, j;
   uint64_t bytes;
@@ -216,7 +219,8 @@ static tier_status m_restore(tier_instance* self, const tier_key* key,
   }
   for (i = 0; i < count; ++i) { /* every asked segment must be stored with the same length */
     for (j = 0; j < count; ++j) {
-      if (e->segments[j].kind == segments[i].kind && e->segments[j].index == segments[i].index) break;
+      if (e->segments[j].kind == segments[i].kind && e->segments[j].index == segments[i].index)
+        break;
     }
     if (j == count || e->segments[j].length_bytes != segments[i].length_bytes) {
       pthread_mutex_unlock(&self->mutex);
@@ -228,7 +232,8 @@ static tier_status m_restore(tier_instance* self, const tier_key* key,
   for (i = 0; i < count; ++i) {
     for (j = 0; j < count; ++j) {
       if (e->segments[j].kind == segments[i].kind && e->segments[j].index == segments[i].index) {
-        if (segments[i].length_bytes > 0) memcpy(segments[i].data, e->data[j], segments[i].length_bytes);
+        if (segments[i].length_bytes > 0)
+          memcpy(segments[i].data, e->data[j], segments[i].length_bytes);
       }
     }
   }
@@ -240,7 +245,8 @@ static tier_status m_restore(tier_instance* self, const tier_key* key,
 
 static tier_status m_remove(tier_instance* self, const tier_key* key, tier_error* error) {
   entry** link;
-  if (self == NULL || key == NULL) return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: remove");
+  if (self == NULL || key == NULL)
+    return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: remove");
   pthread_mutex_lock(&self->mutex);
   for (link = &self->head; *link != NULL; link = &(*link)->next) {
     if (memcmp((*link)->key.bytes, key->bytes, TIER_KEY_BYTES) == 0) {
@@ -261,7 +267,8 @@ static tier_status m_enumerate(tier_instance* self, tier_enumerate_fn fn, void* 
                                tier_error* error) {
   entry* e;
   uint32_t i;
-  if (self == NULL || fn == NULL) return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: enumerate");
+  if (self == NULL || fn == NULL)
+    return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: enumerate");
   pthread_mutex_lock(&self->mutex);
   for (e = self->head; e != NULL; e = e->next) {
     tier_entry out;
@@ -287,7 +294,8 @@ static tier_status m_enumerate(tier_instance* self, tier_enumerate_fn fn, void* 
 static tier_status m_plan(tier_instance* self, const tier_key* key, uint64_t prefill_ns,
                           tier_plan* out, tier_error* error) {
   entry* e;
-  if (self == NULL || key == NULL || out == NULL) return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: plan");
+  if (self == NULL || key == NULL || out == NULL)
+    return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: plan");
   tier_plan plan = {0};
   pthread_mutex_lock(&self->mutex);
   e = find(self, key);
@@ -315,9 +323,22 @@ static tier_status m_plan(tier_instance* self, const tier_key* key, uint64_t pre
   return TIER_OK;
 }
 
-static const tier_provider kMemoryProvider = {
-    sizeof(tier_provider), TIER_ABI_VERSION_MAJOR, TIER_ABI_VERSION_MINOR, 0, "memory", "1.0.0",
-    m_open, m_close, m_info, m_stats, m_stat, m_spill, m_restore, m_remove, m_enumerate, m_plan};
+static const tier_provider kMemoryProvider = {sizeof(tier_provider),
+                                              TIER_ABI_VERSION_MAJOR,
+                                              TIER_ABI_VERSION_MINOR,
+                                              0,
+                                              "memory",
+                                              "1.0.0",
+                                              m_open,
+                                              m_close,
+                                              m_info,
+                                              m_stats,
+                                              m_stat,
+                                              m_spill,
+                                              m_restore,
+                                              m_remove,
+                                              m_enumerate,
+                                              m_plan};
 
 TIER_EXPORT tier_status tier_provider_entry(uint32_t host_abi_major, uint32_t host_abi_minor,
                                             const tier_host_services* host,

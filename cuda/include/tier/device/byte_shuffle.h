@@ -5,7 +5,8 @@
 // For n = bytes / element_bytes elements:   dst[b * n + i] = src[i * element_bytes + b]
 // for every byte b < element_bytes and element i < n; the last bytes % element_bytes bytes are
 // copied unchanged to the end. Grouping the exponent bytes of many values together lets zstd find
-// their repetition (measured in the README, "Byte-plane shuffle": it pays for BF16 and FP32, not for INT8).
+// their repetition (measured in the README, "Byte-plane shuffle": it pays for BF16 and FP32, not
+// for INT8).
 //
 // Pure functions on caller-owned memory: any thread, no allocation. src and dst must not overlap.
 #ifndef TIER_DEVICE_BYTE_SHUFFLE_H
