@@ -280,6 +280,16 @@ Status DiskProvider::Remove(const tier_key* key) {
       }
     }
   }
+  // Under durability=fdatasync a remove that returned OK stays removed after a power loss too.
+  // The unlink has happened either way; a failed directory sync is logged, not returned, since
+  // the checkpoint is gone from the index and a resurrected file is whole and verified at open.
+  if (status.ok() && options_.durability == Durability::kFdatasync) {
+    if (const int rc = ops_->FSyncDir(dir_.dir_fd); rc < 0) {
+      Log(TIER_LOG_WARN, "disk: remove: fsync directory '" + options_.dir + "': " + ErrnoText(-rc) +
+                             " (the removed checkpoint may reappear after a "
+                             "power loss)");
+    }
+  }
   metrics_->Remove(status.code());
   if (status.ok()) PublishUsage();
   return status;

@@ -142,6 +142,30 @@ TEST(FaultInjection, DirectoryFsyncFailureUnpublishes) {
   rig.ExpectClean("fsync dir");
 }
 
+TEST(FaultInjection, RemoveSyncsTheDirectoryOnlyUnderFdatasync) {
+  for (const char* durability : {"fdatasync", "none"}) {
+    SCOPED_TRACE(durability);
+    Rig rig(Options().Set("durability", durability));
+    ASSERT_EQ(SpillSync(*rig.p, MakeKey(7), rig.cp).status, TIER_OK);
+    const int before = rig.fs->calls(FsOp::kFSyncDir);
+    const tier_key key = MakeKey(7);
+    ASSERT_EQ(rig.p->Remove(&key).code(), TIER_OK);
+    EXPECT_EQ(rig.fs->calls(FsOp::kFSyncDir) - before,
+              std::string(durability) == "fdatasync" ? 1 : 0);
+  }
+}
+
+TEST(FaultInjection, RemoveWhoseDirectorySyncFailsStillRemoves) {
+  Rig rig;
+  ASSERT_EQ(SpillSync(*rig.p, MakeKey(7), rig.cp).status, TIER_OK);
+  rig.fs->Fail(FsOp::kFSyncDir, 1, EIO);
+  const tier_key key = MakeKey(7);
+  EXPECT_EQ(rig.p->Remove(&key).code(), TIER_OK);  // the unlink happened: not there
+  EXPECT_EQ(rig.host.Value("tier_cold_removes_total", "disk,ok"), 1);
+  EXPECT_TRUE(rig.host.LogContains("may reappear after a power loss"));
+  rig.ExpectClean("remove with a failing directory sync");
+}
+
 TEST(FaultInjection, TempCreateEnospcIsNoSpace) {
   Rig rig;
   rig.fs->Fail(FsOp::kOpenTemp, 1, ENOSPC);
