@@ -358,6 +358,27 @@ Status DiskProvider::PlanRestore(const tier_key* key, uint64_t predicted_prefill
   return Status::Ok();
 }
 
+bool DiskProvider::QueueAccepted(std::unique_ptr<Job> job,
+                                 const std::function<void(Job&)>& release) {
+  {
+    std::lock_guard lock(jobs_mu_);
+    ++running_jobs_;
+  }
+  job->accepted_ns = NowNs();
+  Job* raw = job.release();
+  try {
+    runners_->Post([this, raw] { RunJob(raw); });
+    return true;
+  } catch (...) {
+    release(*raw);
+    delete raw;
+    inflight_ops_.fetch_sub(1);
+    std::lock_guard lock(jobs_mu_);
+    if (--running_jobs_ == 0) jobs_cv_.notify_all();
+    return false;
+  }
+}
+
 void DiskProvider::RunJob(Job* job) {
   try {
     if (job->type == Job::Type::kSpill)

@@ -97,6 +97,10 @@ class DiskProvider {
   Status ScanDirectory();                                    // recovery.cc
   Status ReadHeader(int fd, Header* header, bool* corrupt);  // restore.cc
 
+  // Queues a job already counted in inflight_ops_ to the runners. If it cannot be queued (out
+  // of memory) the acceptance is undone: `release` gives back what the job holds (pin or
+  // reservation), the counters drop, the job is freed and false is returned. Submitting thread.
+  bool QueueAccepted(std::unique_ptr<Job> job, const std::function<void(Job&)>& release);
   void RunJob(Job* job);    // runner thread
   void RunSpill(Job* job);  // spill.cc
   // `auto`'s guard (spill.cc). Raw restore throughput: measured (logical bytes over wall time of

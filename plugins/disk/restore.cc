@@ -196,26 +196,12 @@ Status DiskProvider::Restore(const tier_key* key, const tier_segment* segments,
     job->fd = fd;
     inflight_ops_.fetch_add(1);
   }
-  {
-    std::lock_guard lock(jobs_mu_);
-    ++running_jobs_;
-  }
-  job->accepted_ns = NowNs();
-  Job* raw = job.release();
-  try {
-    runners_->Post([this, raw] { RunJob(raw); });
-  } catch (...) {
-    ops_->Close(raw->fd);
-    {
-      std::lock_guard lock(mu_);
-      index_.Unpin(raw->entry.get());
-    }
-    delete raw;
-    inflight_ops_.fetch_sub(1);
-    std::lock_guard lock(jobs_mu_);
-    if (--running_jobs_ == 0) jobs_cv_.notify_all();
-    return refuse(TIER_INTERNAL, "out of memory queueing the restore");
-  }
+  const bool queued = QueueAccepted(std::move(job), [this](Job& j) {
+    ops_->Close(j.fd);
+    std::lock_guard lock(mu_);
+    index_.Unpin(j.entry.get());
+  });
+  if (!queued) return refuse(TIER_INTERNAL, "out of memory queueing the restore");
   return Status::Ok();
 }
 

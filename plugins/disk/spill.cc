@@ -175,26 +175,12 @@ Status DiskProvider::Spill(const tier_key* key, const tier_segment* segments,
     }
     inflight_ops_.fetch_add(1);
   }
-  {
-    std::lock_guard lock(jobs_mu_);
-    ++running_jobs_;
-  }
-  job->accepted_ns = NowNs();
-  Job* raw = job.release();
-  try {
-    runners_->Post([this, raw] { RunJob(raw); });
-  } catch (...) {
-    // Could not queue (out of memory): undo the acceptance, the callback never runs.
-    {
-      std::lock_guard lock(mu_);
-      index_.Unreserve(raw->key, raw->worst_case_bytes);
-    }
-    delete raw;
-    inflight_ops_.fetch_sub(1);
-    std::lock_guard lock(jobs_mu_);
-    if (--running_jobs_ == 0) jobs_cv_.notify_all();
-    return refuse(TIER_INTERNAL, "out of memory queueing the spill");
-  }
+  // Could not queue (out of memory): the acceptance is undone, the callback never runs.
+  const bool queued = QueueAccepted(std::move(job), [this](Job& j) {
+    std::lock_guard lock(mu_);
+    index_.Unreserve(j.key, j.worst_case_bytes);
+  });
+  if (!queued) return refuse(TIER_INTERNAL, "out of memory queueing the spill");
   return Status::Ok();
 }
 
