@@ -1,5 +1,5 @@
 /*
- * tier_provider.h -- the tier-provider C ABI, version 1.0.
+ * tier_provider.h -- the tier-provider C ABI, version 1.1.
  *
  * The only thing a server (the "host") and a tier provider (a dlopen-able plugin such as
  * libtier_disk.so) share. Pure C11: fixed-width integers, no C++ types, usable from C and C++.
@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define TIER_ABI_VERSION_MAJOR 1u
-#define TIER_ABI_VERSION_MINOR 0u
+#define TIER_ABI_VERSION_MINOR 1u
 
 /* Name of the one exported entry point, for dlsym. */
 #define TIER_PROVIDER_ENTRY_SYMBOL "tier_provider_entry"
@@ -63,6 +63,8 @@ extern "C" {
 #define TIER_MANIFEST_MAX_BYTES 65536u
 /* Most segments in one checkpoint a provider must accept. */
 #define TIER_MAX_SEGMENTS 4096u
+/* Most keys in one probe call (1.1). */
+#define TIER_PROBE_MAX_KEYS 1024u
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TIER_EXPORT __attribute__((visibility("default")))
@@ -180,7 +182,11 @@ enum {
   TIER_CAP_PERSISTENT = 1u << 0,   /* checkpoints survive close and a process restart */
   TIER_CAP_COMPRESSION = 1u << 1,  /* stored bytes may be fewer than logical bytes */
   TIER_CAP_CHECKSUMS = 1u << 2,    /* every stored byte is verified on restore */
-  TIER_CAP_ZERO_CAPACITY = 1u << 3 /* the tier is absent: every spill declines with NO_SPACE */
+  TIER_CAP_ZERO_CAPACITY = 1u << 3, /* the tier is absent: every spill declines with NO_SPACE */
+  /* 1.1: other hosts spill and remove checkpoints of the same namespace at any time (a store shared
+   * by a fleet). A host's own catalog is then not the whole content: it finds checkpoints other
+   * hosts spilled with probe (when the slot is present). */
+  TIER_CAP_SHARED = 1u << 4
 };
 
 typedef struct tier_info {
@@ -255,6 +261,11 @@ typedef struct tier_entry {
   const tier_segment_info* segments; /* segment_count entries, in stored order */
   const void* manifest;              /* the TIER_SEGMENT_MANIFEST bytes, verified; NULL if none */
   uint64_t manifest_bytes;
+  /* 1.1 (read them only when TIER_HAS_FIELD(entry, tier_entry, ...) says the provider set them):
+   * wall-clock times in Unix nanoseconds, 0 when unknown. last_used is the latest completed spill
+   * or restore of the checkpoint by any host, as precise as the provider records it. */
+  uint64_t created_unix_ns;
+  uint64_t last_used_unix_ns;
 } tier_entry;
 
 /* Called once per entry; return 0 to go on, anything else to stop early. Runs on the thread that
@@ -384,10 +395,24 @@ typedef struct tier_provider {
    * plan (a miss is a plan). Counts every decision. Any thread. */
   tier_status (*plan_restore)(tier_instance* instance, const tier_key* key,
                               uint64_t predicted_prefill_ns, tier_plan* out, tier_error* error);
+
+  /* ---- 1.1: optional slots (test with TIER_HAS_SLOT; a 1.0 provider has none of them) ---- */
+
+  /* Looks up `key_count` keys (1..TIER_PROBE_MAX_KEYS) in one call: found[i] = 1 when keys[i] is
+   * stored, complete and visible now, else 0 (found has key_count bytes). A hint, not a pin: the
+   * checkpoint may be removed before a restore, which then answers NOT_FOUND. This is how a host
+   * of a shared tier (TIER_CAP_SHARED) finds checkpoints that other hosts spilled. May wait for
+   * I/O (a network round trip): hosts call it from a thread that may block. Any thread. */
+  tier_status (*probe)(tier_instance* instance, const tier_key* keys, uint32_t key_count,
+                       uint8_t* found, tier_error* error);
 } tier_provider;
 
 /* Size of a version 1.0 provider table: the smallest a host of major 1 accepts. */
 #define TIER_PROVIDER_V1_0_SIZE (offsetof(tier_provider, plan_restore) + sizeof(void*))
+/* Size of a version 1.1 provider table. */
+#define TIER_PROVIDER_V1_1_SIZE (offsetof(tier_provider, probe) + sizeof(void*))
+/* Size of a version 1.0 tier_entry (without the 1.1 times). */
+#define TIER_ENTRY_V1_0_SIZE (offsetof(tier_entry, manifest_bytes) + sizeof(uint64_t))
 /* Size of a version 1.0 host services table. */
 #define TIER_HOST_SERVICES_V1_0_SIZE (offsetof(tier_host_services, monotonic_ns) + sizeof(void*))
 
@@ -434,14 +459,17 @@ TIER_STATIC_ASSERT(sizeof(tier_info) == 48, "tier_info layout");
 TIER_STATIC_ASSERT(sizeof(tier_stats) == 40, "tier_stats layout");
 TIER_STATIC_ASSERT(sizeof(tier_stat_result) == 32, "tier_stat_result layout");
 TIER_STATIC_ASSERT(sizeof(tier_plan) == 32, "tier_plan layout");
-TIER_STATIC_ASSERT(sizeof(tier_entry) == 80, "tier_entry layout");
+TIER_STATIC_ASSERT(sizeof(tier_entry) == 96, "tier_entry layout");
+TIER_STATIC_ASSERT(TIER_ENTRY_V1_0_SIZE == 80, "tier_entry 1.0 layout");
 TIER_STATIC_ASSERT(offsetof(tier_host_services, log) == 24, "host services layout");
 TIER_STATIC_ASSERT(offsetof(tier_host_services, monotonic_ns) == 72, "host services layout");
 TIER_STATIC_ASSERT(sizeof(tier_host_services) == 80, "host services layout");
 TIER_STATIC_ASSERT(offsetof(tier_provider, name) == 16, "provider table layout");
 TIER_STATIC_ASSERT(offsetof(tier_provider, open) == 32, "provider table layout");
 TIER_STATIC_ASSERT(offsetof(tier_provider, plan_restore) == 104, "provider table layout");
-TIER_STATIC_ASSERT(sizeof(tier_provider) == 112, "provider table layout");
+TIER_STATIC_ASSERT(offsetof(tier_provider, probe) == 112, "provider table layout");
+TIER_STATIC_ASSERT(TIER_PROVIDER_V1_0_SIZE == 112, "provider table 1.0 layout");
+TIER_STATIC_ASSERT(sizeof(tier_provider) == 120, "provider table layout");
 #endif
 
 #ifdef __cplusplus

@@ -93,10 +93,12 @@ bool SameTable(std::vector<tier_segment_info> got) {
          });
 }
 
-int CountListed(ProviderInstance& instance, const tier_key& key, bool* manifest_ok) {
+// Times `key` is listed by enumerate, or -1 when enumerate itself failed (`*error` says why).
+int CountListed(ProviderInstance& instance, const tier_key& key, bool* manifest_ok,
+                std::string* error) {
   int listed = 0;
   *manifest_ok = false;
-  instance.Enumerate([&](const tier_entry& entry) {
+  Status walked = instance.Enumerate([&](const tier_entry& entry) {
     if (std::memcmp(entry.key.bytes, key.bytes, TIER_KEY_BYTES) != 0) return true;
     ++listed;
     *manifest_ok = entry.manifest != nullptr && entry.manifest_bytes == 200 &&
@@ -104,6 +106,10 @@ int CountListed(ProviderInstance& instance, const tier_key& key, bool* manifest_
                                      {static_cast<const std::byte*>(entry.manifest), 200});
     return true;
   });
+  if (!walked.ok()) {
+    *error = "enumerate failed: " + walked.ToString();
+    return -1;
+  }
   return listed;
 }
 
@@ -126,7 +132,10 @@ void CheckAbsentTier(ProviderInstance& instance, const tier_key& key, Reporter& 
   Completion restore = instance.RestoreAndWait(key, restore_segments);
   report.Step("restore", restore.status.code() == TIER_NOT_FOUND, restore.status.ToString());
   bool manifest_ok = false;
-  report.Step("enumerate", CountListed(instance, key, &manifest_ok) == 0, "nothing listed");
+  std::string error;
+  const int listed = CountListed(instance, key, &manifest_ok, &error);
+  report.Step("enumerate", listed == 0,
+              listed < 0 ? error : "listed " + std::to_string(listed) + " time(s)");
   Status removed = instance.Remove(key);
   report.Step("remove", removed.code() == TIER_NOT_FOUND, removed.ToString());
 }
@@ -174,10 +183,12 @@ void CheckStoringTier(ProviderInstance& instance, const tier_key& key, Reporter&
                                    : "byte-exact, " + FormatDurationNs(restore.duration_ns));
 
   bool manifest_ok = false;
-  const int listed = CountListed(instance, key, &manifest_ok);
+  std::string error;
+  const int listed = CountListed(instance, key, &manifest_ok, &error);
   report.Step("enumerate", listed == 1 && manifest_ok,
-              "listed " + std::to_string(listed) + " time(s), manifest " +
-                  (manifest_ok ? "intact" : "missing or different"));
+              listed < 0 ? error
+                         : "listed " + std::to_string(listed) + " time(s), manifest " +
+                               (manifest_ok ? "intact" : "missing or different"));
 
   auto stats = instance.Stats();
   report.Step("stats", stats.ok() && stats.value().entries >= 1 && stats.value().used_bytes > 0,

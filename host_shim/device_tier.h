@@ -6,7 +6,7 @@
 #include <string>
 
 #include "catalog.h"
-#include "status.h"
+#include <tier/status.h>
 
 namespace tier::device {
 class HostAllocator;

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "status.h"
+#include <tier/status.h>
 
 namespace tier::device {
 class HostArena;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "status.h"
+#include <tier/status.h>
 #include "tier_provider.h"
 
 namespace tier {

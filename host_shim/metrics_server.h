@@ -7,7 +7,7 @@
 #include <string>
 
 #include "metrics_registry.h"
-#include "status.h"
+#include <tier/status.h>
 
 namespace prometheus {
 class Exposer;

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "status.h"
+#include <tier/status.h>
 #include "tier_provider.h"
 
 namespace tier {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "plugin_loader.h"
-#include "status.h"
+#include <tier/status.h>
 #include "tier_provider.h"
 
 namespace tier {

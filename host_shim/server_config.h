@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "provider_instance.h"
-#include "status.h"
+#include <tier/status.h>
 
 namespace CLI {
 class App;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "status.h"
+#include <tier/status.h>
 
 namespace tier {
 

@@ -374,7 +374,12 @@ void Run::Forget(ContestantRun& c, const KindRun& kind, uint32_t round, bool kee
     kept_kind_ = kind.kind;
     kept_seed_ = kind.seed;
   } else {
-    RunnerFor(c.id)->Remove(KeyFromText(KeyText(kind.kind, c.id, round)));
+    // A checkpoint left behind only costs disk space in the scratch directory; say so.
+    Status removed = RunnerFor(c.id)->Remove(KeyFromText(KeyText(kind.kind, c.id, round)));
+    if (!removed.ok()) {
+      std::fprintf(stderr, "tier-bench: remove after round %u: %s\n", round,
+                   removed.ToString().c_str());
+    }
   }
 }
 

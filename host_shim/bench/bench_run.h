@@ -10,7 +10,7 @@
 
 #include "bench_config.h"
 #include "bench_result.h"
-#include "status.h"
+#include <tier/status.h>
 
 namespace tier::bench {
 

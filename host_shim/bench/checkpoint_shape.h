@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "model_profile.h"
-#include "status.h"
+#include <tier/status.h>
 #include "tier_provider.h"
 
 namespace tier::bench {

@@ -12,7 +12,7 @@
 
 #include "data_kinds.h"
 #include "provider_instance.h"
-#include "status.h"
+#include <tier/status.h>
 
 namespace tier::bench {
 

@@ -10,7 +10,7 @@
 
 #include "checkpoint_shape.h"
 #include "segment_buffers.h"
-#include "status.h"
+#include <tier/status.h>
 
 namespace tier::bench {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "status.h"
+#include <tier/status.h>
 
 namespace tier::bench {
 

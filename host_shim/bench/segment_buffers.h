@@ -11,7 +11,7 @@
 
 #include "checkpoint_shape.h"
 #include "data_kinds.h"
-#include "status.h"
+#include <tier/status.h>
 #include "tier_provider.h"
 
 namespace tier::bench {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <string>
 
 #include "disk_provider.h"
 #include "tier_provider.h"
@@ -141,6 +142,28 @@ tier_status PlanFn(tier_instance* instance, const tier_key* key, uint64_t predic
   });
 }
 
+// One in-memory index lookup per key: visible checkpoints only (a spill in flight is not found).
+tier_status ProbeFn(tier_instance* instance, const tier_key* keys, uint32_t key_count,
+                    uint8_t* found, tier_error* error) {
+  return Guard("probe", error, [&] {
+    if (instance == nullptr || keys == nullptr || found == nullptr) {
+      return Status(TIER_INVALID_ARGUMENT, "disk: probe needs instance, keys and found");
+    }
+    if (key_count == 0 || key_count > TIER_PROBE_MAX_KEYS) {
+      return Status(TIER_INVALID_ARGUMENT, "disk: probe takes 1 to 1024 keys, got " +
+                                               std::to_string(key_count));
+    }
+    for (uint32_t i = 0; i < key_count; ++i) {
+      tier_stat_result stat{};
+      stat.struct_size = sizeof(stat);
+      const Status s = Self(instance)->Stat(&keys[i], &stat, nullptr, 0);
+      if (!s.ok() && s.code() != TIER_NOT_FOUND) return s;
+      found[i] = s.ok() ? 1 : 0;
+    }
+    return Status::Ok();
+  });
+}
+
 const tier_provider kProvider = {
     sizeof(tier_provider),
     TIER_ABI_VERSION_MAJOR,
@@ -158,6 +181,7 @@ const tier_provider kProvider = {
     RemoveFn,
     EnumerateFn,
     PlanFn,
+    ProbeFn,
 };
 
 }  // namespace

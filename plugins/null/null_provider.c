@@ -238,6 +238,19 @@ static tier_status null_plan_restore(tier_instance* instance, const tier_key* ke
   return TIER_OK;
 }
 
+/* Nothing is ever stored: every key is absent. */
+static tier_status null_probe(tier_instance* instance, const tier_key* keys, uint32_t key_count,
+                              uint8_t* found, tier_error* error) {
+  if (instance == NULL || keys == NULL || found == NULL) {
+    return tier_set_error(error, TIER_INVALID_ARGUMENT, "null: probe needs instance, keys and found");
+  }
+  if (key_count == 0 || key_count > TIER_PROBE_MAX_KEYS) {
+    return tier_set_error(error, TIER_INVALID_ARGUMENT, "null: probe takes 1 to 1024 keys");
+  }
+  for (uint32_t i = 0; i < key_count; ++i) found[i] = 0;
+  return TIER_OK;
+}
+
 static const tier_provider kNullProvider = {sizeof(tier_provider),
                                             TIER_ABI_VERSION_MAJOR,
                                             TIER_ABI_VERSION_MINOR,
@@ -253,7 +266,8 @@ static const tier_provider kNullProvider = {sizeof(tier_provider),
                                             null_restore,
                                             null_remove,
                                             null_enumerate,
-                                            null_plan_restore};
+                                            null_plan_restore,
+                                            null_probe};
 
 TIER_EXPORT tier_status tier_provider_entry(uint32_t host_abi_major, uint32_t host_abi_minor,
                                             const tier_host_services* host,

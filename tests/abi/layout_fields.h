@@ -59,6 +59,8 @@
   X(tier_entry, segments, 56) \
   X(tier_entry, manifest, 64) \
   X(tier_entry, manifest_bytes, 72) \
+  X(tier_entry, created_unix_ns, 80) \
+  X(tier_entry, last_used_unix_ns, 88) \
   X(tier_host_services, struct_size, 0) \
   X(tier_host_services, abi_major, 4) \
   X(tier_host_services, abi_minor, 8) \
@@ -86,7 +88,8 @@
   X(tier_provider, restore, 80) \
   X(tier_provider, remove, 88) \
   X(tier_provider, enumerate, 96) \
-  X(tier_provider, plan_restore, 104)
+  X(tier_provider, plan_restore, 104) \
+  X(tier_provider, probe, 112)
 
 #define TIER_LAYOUT_SIZES(X) \
   X(tier_error, 260) \
@@ -99,9 +102,9 @@
   X(tier_stats, 40) \
   X(tier_stat_result, 32) \
   X(tier_plan, 32) \
-  X(tier_entry, 80) \
+  X(tier_entry, 96) \
   X(tier_host_services, 80) \
-  X(tier_provider, 112)
+  X(tier_provider, 120)
 
 /* Values of the enumerations: part of the ABI like the offsets. */
 #define TIER_LAYOUT_VALUES(X) \
@@ -126,6 +129,7 @@
   X(TIER_CAP_COMPRESSION, 2) \
   X(TIER_CAP_CHECKSUMS, 4) \
   X(TIER_CAP_ZERO_CAPACITY, 8) \
+  X(TIER_CAP_SHARED, 16) \
   X(TIER_DECISION_RESTORE, 1) \
   X(TIER_DECISION_SKIP_TO_ROOT, 2) \
   X(TIER_REASON_CHEAPER, 0) \
@@ -143,7 +147,8 @@
   X(TIER_KEY_BYTES, 32) \
   X(TIER_ERROR_MESSAGE_BYTES, 256) \
   X(TIER_MANIFEST_MAX_BYTES, 65536) \
-  X(TIER_MAX_SEGMENTS, 4096)
+  X(TIER_MAX_SEGMENTS, 4096) \
+  X(TIER_PROBE_MAX_KEYS, 1024)
 
 /* clang-format on */
 

@@ -52,7 +52,9 @@ TEST(AbiLayout, CMatchesPinnedLayout) {
 }
 
 TEST(AbiLayout, V1TableSizesCoverEveryV1Slot) {
-  EXPECT_EQ(TIER_PROVIDER_V1_0_SIZE, sizeof(tier_provider));
+  EXPECT_EQ(TIER_PROVIDER_V1_0_SIZE, offsetof(tier_provider, probe));
+  EXPECT_EQ(TIER_PROVIDER_V1_1_SIZE, sizeof(tier_provider));
+  EXPECT_EQ(TIER_ENTRY_V1_0_SIZE, offsetof(tier_entry, created_unix_ns));
   EXPECT_EQ(TIER_HOST_SERVICES_V1_0_SIZE, sizeof(tier_host_services));
   EXPECT_EQ(TIER_ABI_VERSION_MAJOR, 1u);
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "test_support.h"
+#include "tier_provider.h"
 
 namespace {
 
@@ -33,7 +34,7 @@ TEST(TierHostCli, WrongMajorExits2WithOneLine) {
   auto r = RunCommand({TIER_HOST, "--tier-plugin", WRONG_MAJOR_PLUGIN, "--check"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(CountLines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("ABI major version mismatch: plugin 2.0, host 1.0"), std::string::npos)
+  EXPECT_NE(r.err.find("ABI major version mismatch: plugin 2." + std::to_string(TIER_ABI_VERSION_MINOR) + ", host 1." + std::to_string(TIER_ABI_VERSION_MINOR)), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find(WRONG_MAJOR_PLUGIN), std::string::npos) << r.err;
 }
@@ -41,7 +42,7 @@ TEST(TierHostCli, WrongMajorExits2WithOneLine) {
 TEST(TierHostCli, NullCheckPassesAndPrintsNegotiatedAbi) {
   auto r = RunCommand({TIER_HOST, "--tier-plugin", NULL_PLUGIN, "--check"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("ABI        1.0 (host 1.0, plugin 1.0)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ABI        1." + std::to_string(TIER_ABI_VERSION_MINOR) + " (host 1." + std::to_string(TIER_ABI_VERSION_MINOR) + ", plugin 1." + std::to_string(TIER_ABI_VERSION_MINOR) + ")"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("provider   null"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("check passed"), std::string::npos) << r.out;
 }
@@ -72,7 +73,7 @@ TEST(TierHostCli, HelpAndVersion) {
   EXPECT_NE(help.out.find("--check"), std::string::npos);
   auto version = RunCommand({TIER_HOST, "--version"});
   EXPECT_EQ(version.exit_code, 0);
-  EXPECT_NE(version.out.find("tier ABI 1.0"), std::string::npos) << version.out;
+  EXPECT_NE(version.out.find("tier ABI 1." + std::to_string(TIER_ABI_VERSION_MINOR)), std::string::npos) << version.out;
 }
 
 TEST(TierHostCli, UnknownFlagExits2) {

@@ -35,11 +35,17 @@ class PluginLoader : public ::testing::Test {
   }
 };
 
+// "1.<this host's minor>", the version this test binary was compiled against.
+std::string HostVersion() {
+  return "1." + std::to_string(TIER_ABI_VERSION_MINOR);
+}
+
 TEST_F(PluginLoader, GoodPluginLoadsAndNegotiatesSameVersion) {
   auto library = PluginLibrary::Load(Variant("good"), host_.table());
   ASSERT_TRUE(library.ok()) << library.status().ToString();
   EXPECT_STREQ(library.value()->name(), "test");
-  EXPECT_EQ(library.value()->AbiDescription(), "1.0 (host 1.0, plugin 1.0)");
+  EXPECT_EQ(library.value()->AbiDescription(),
+            HostVersion() + " (host " + HostVersion() + ", plugin " + HostVersion() + ")");
 }
 
 TEST_F(PluginLoader, NoSuchFile) {
@@ -66,7 +72,9 @@ TEST_F(PluginLoader, MissingEntrySymbol) {
 
 TEST_F(PluginLoader, WrongMajorNamesBothVersions) {
   const std::string message = LoadFailure(Variant("wrong_major"));
-  EXPECT_NE(message.find("ABI major version mismatch: plugin 2.0, host 1.0"), std::string::npos)
+  EXPECT_NE(message.find("ABI major version mismatch: plugin 2." +
+                         std::to_string(TIER_ABI_VERSION_MINOR) + ", host " + HostVersion()),
+            std::string::npos)
       << message;
 }
 
@@ -84,9 +92,10 @@ TEST_F(PluginLoader, NullRequiredSlotIsRefused) {
 TEST_F(PluginLoader, NewerMinorPluginLoadsAndExtraSlotIsVisible) {
   auto library = PluginLibrary::Load(Variant("minor_newer"), host_.table());
   ASSERT_TRUE(library.ok()) << library.status().ToString();
-  EXPECT_EQ(library.value()->negotiated_abi_minor(), 0u);
-  EXPECT_EQ(library.value()->AbiDescription(), "1.0 (host 1.0, plugin 1.7)");
-  // The appended 1.7 slot lies inside the plugin's table; a 1.0 host simply never calls it.
+  EXPECT_EQ(library.value()->negotiated_abi_minor(), TIER_ABI_VERSION_MINOR);
+  EXPECT_EQ(library.value()->AbiDescription(),
+            HostVersion() + " (host " + HostVersion() + ", plugin 1.7)");
+  // The appended 1.7 slot lies inside the plugin's table; this host simply never calls it.
   EXPECT_TRUE(library.value()->HasSlot(sizeof(tier_provider), sizeof(void*)));
   auto instance = ProviderInstance::Open(library.value(), host_.table(), "ns", {});
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();
@@ -96,7 +105,8 @@ TEST_F(PluginLoader, NewerMinorPluginLoadsAndExtraSlotIsVisible) {
 }
 
 TEST_F(PluginLoader, OlderMinorPluginWorksWithNewerHost) {
-  // A 1.3 host: its services table has a slot the 1.0 plugin does not know about.
+  // A 1.3 host: its services table has a slot the 1.0 plugin (built against the frozen 1.0
+  // header, tests/abi/v1_0) does not know about.
   struct HostServicesV1_3 {
     tier_host_services v1_0;
     void (*future_service)(void*);
@@ -108,7 +118,8 @@ TEST_F(PluginLoader, OlderMinorPluginWorksWithNewerHost) {
   auto library = PluginLibrary::Load(Variant("minor_older"), &newer.v1_0, /*host_abi_minor=*/3);
   ASSERT_TRUE(library.ok()) << library.status().ToString();
   EXPECT_EQ(library.value()->AbiDescription(), "1.0 (host 1.3, plugin 1.0)");
-  // The host must not call slots beyond the older plugin's table.
+  // The host must not call slots beyond the older plugin's table: 1.1's probe is not there.
+  EXPECT_FALSE(library.value()->HasSlot(offsetof(tier_provider, probe), sizeof(void*)));
   EXPECT_FALSE(library.value()->HasSlot(sizeof(tier_provider), sizeof(void*)));
   auto instance = ProviderInstance::Open(library.value(), &newer.v1_0, "ns", {});
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();

@@ -277,7 +277,8 @@ const tier_provider kScripted = {sizeof(tier_provider),
                                  Restore,
                                  Remove,
                                  Enumerate,
-                                 Plan};
+                                 Plan,
+                                 nullptr};  // probe (1.1, optional): not offered
 
 }  // namespace
 

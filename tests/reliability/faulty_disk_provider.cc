@@ -190,6 +190,7 @@ const tier_provider kTable = {
     [](tier_instance* i, const tier_key* key, uint64_t prefill_ns, tier_plan* out, tier_error* e) {
       return Guard(i, e, [&](DiskProvider* p) { return p->PlanRestore(key, prefill_ns, out); });
     },
+    nullptr,  // probe (1.1, optional): not offered
 };
 
 }  // namespace

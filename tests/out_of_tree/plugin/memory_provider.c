@@ -338,7 +338,8 @@ static const tier_provider kMemoryProvider = {sizeof(tier_provider),
                                               m_restore,
                                               m_remove,
                                               m_enumerate,
-                                              m_plan};
+                                              m_plan,
+                                              NULL /* probe (1.1, optional): not offered */};
 
 TIER_EXPORT tier_status tier_provider_entry(uint32_t host_abi_major, uint32_t host_abi_minor,
                                             const tier_host_services* host,

@@ -1,0 +1,453 @@
+/*
+ * tier_provider.h -- the tier-provider C ABI, version 1.0, FROZEN: a copy of abi/tier_provider.h as
+ * released at 1.0, kept so tests can build a genuine 1.0 provider and a genuine 1.0 host and prove
+ * that 1.0 and later 1.x builds load each other. Never edit it.
+ *
+ * The only thing a server (the "host") and a tier provider (a dlopen-able plugin such as
+ * libtier_disk.so) share. Pure C11: fixed-width integers, no C++ types, usable from C and C++.
+ *
+ * VERSIONING RULES (read these before changing anything below)
+ *
+ *  1. One exported symbol: `tier_provider_entry` (TIER_PROVIDER_ENTRY_SYMBOL). The host passes its
+ *     ABI version and its services table and receives the provider's table.
+ *  2. The major version must match. A provider refuses a host of another major (returns
+ *     TIER_UNSUPPORTED), and the host refuses a provider table of another major.
+ *  3. The minor version may differ in both directions. Every table and every out-structure starts
+ *     with `struct_size` (bytes, set by whoever fills it in) and tables carry their version. Fields
+ *     are only ever appended, never removed, reordered or retyped within a major.
+ *  4. The host calls a provider slot only if the slot lies inside the provider table's struct_size
+ *     and is non-NULL (TIER_HAS_SLOT). The provider uses a host service only under the same test on
+ *     the host's table. Every slot of version 1.0 is required of a 1.x provider; slots added by
+ * later minors are optional and a host must cope with their absence.
+ *  5. Out-structures (tier_info, tier_stats, ...) are allocated by the caller, which sets
+ *     struct_size; the callee writes only the fields that lie entirely inside struct_size.
+ *  6. No C++ exception, longjmp or signal ever crosses this boundary. Errors are tier_status values
+ *     plus a message the caller reads from its own tier_error buffer: nothing is freed across it.
+ *
+ * OWNERSHIP AND THREADS
+ *
+ *  - The provider table and the strings it points to are static: valid until the library is
+ *    unloaded. The host services table must stay valid until the last instance opened with it is
+ *    closed.
+ *  - Every function may be called from any thread, concurrently with any other, except where its
+ *    comment says otherwise. close() must not race with other calls on the same instance.
+ *  - spill and restore are asynchronous: when they return TIER_OK the operation is accepted and its
+ *    completion callback runs exactly once (success, error or cancelled), possibly on a provider
+ *    thread and possibly before the call returns. Segment buffers are borrowed until then. When
+ * they return anything else the callback never runs and the buffers are released at once.
+ *
+ * LAYOUT
+ *
+ *  Table offsets are pinned below with static asserts for LP64 targets (x86_64, aarch64 Linux) and
+ *  by tests/abi; an accidental layout change fails the build.
+ */
+#ifndef TIER_PROVIDER_H
+#define TIER_PROVIDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TIER_ABI_VERSION_MAJOR 1u
+#define TIER_ABI_VERSION_MINOR 0u
+
+/* Name of the one exported entry point, for dlsym. */
+#define TIER_PROVIDER_ENTRY_SYMBOL "tier_provider_entry"
+
+/* Bytes of a checkpoint identity key: the server's digest over every identity field. */
+#define TIER_KEY_BYTES 32u
+/* Bytes of the message buffer in tier_error, terminating NUL included. */
+#define TIER_ERROR_MESSAGE_BYTES 256u
+/* Largest TIER_SEGMENT_MANIFEST segment a provider must accept (returned by enumerate). */
+#define TIER_MANIFEST_MAX_BYTES 65536u
+/* Most segments in one checkpoint a provider must accept. */
+#define TIER_MAX_SEGMENTS 4096u
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TIER_EXPORT __attribute__((visibility("default")))
+#else
+#define TIER_EXPORT
+#endif
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Status */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef int32_t tier_status;
+enum {
+  TIER_OK = 0,
+  TIER_NOT_FOUND = 1,        /* no checkpoint with this key */
+  TIER_ALREADY_EXISTS = 2,   /* a checkpoint with this key is stored or being stored */
+  TIER_INVALID_ARGUMENT = 3, /* NULL pointer, bad option, segment table that does not match */
+  TIER_NO_SPACE = 4,         /* capacity (or the filesystem) cannot take it */
+  TIER_BUSY = 5,             /* too many operations in flight, or the key is being removed */
+  TIER_DATA_LOSS = 6,        /* stored bytes failed verification; the entry is gone */
+  TIER_IO_ERROR = 7,         /* the operating system refused an I/O */
+  TIER_CANCELLED = 8,        /* the instance was closed before the operation finished */
+  TIER_UNSUPPORTED = 9,      /* not available here (version, feature, filesystem) */
+  TIER_INTERNAL = 10         /* a bug in the provider */
+};
+#define TIER_STATUS_COUNT 11
+
+/* A stable lowercase name ("ok", "not_found", ...) used in messages and as a metric label value. */
+static inline const char* tier_status_name(tier_status status) {
+  static const char* const names[TIER_STATUS_COUNT] = {
+      "ok",        "not_found", "already_exists", "invalid_argument", "no_space", "busy",
+      "data_loss", "io_error",  "cancelled",      "unsupported",      "internal"};
+  return (status >= 0 && status < TIER_STATUS_COUNT) ? names[status] : "unknown";
+}
+
+/* Caller-owned error buffer. Callees write status and a NUL-terminated message ("" if none). Every
+ * function taking a `tier_error*` accepts NULL when the caller does not want the message. */
+typedef struct tier_error {
+  tier_status status;
+  char message[TIER_ERROR_MESSAGE_BYTES];
+} tier_error;
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Checkpoints */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Identity of a checkpoint. Providers store it in full and compare it byte for byte: a hash of it,
+ * or a prefix of it, is never a hit. */
+typedef struct tier_key {
+  uint8_t bytes[TIER_KEY_BYTES];
+} tier_key;
+
+typedef uint32_t tier_segment_kind;
+enum {
+  TIER_SEGMENT_MAIN_KV = 1,      /* KV pages of one full-attention layer (index = layer) */
+  TIER_SEGMENT_SPEC_KV = 2,      /* speculative-decoding (MTP / DFlash) KV (index = layer) */
+  TIER_SEGMENT_STATE_IMAGE = 3,  /* recurrent state, conv history, rings (index = part) */
+  TIER_SEGMENT_HIDDEN_STATE = 4, /* boundary hidden state */
+  TIER_SEGMENT_MANIFEST = 5, /* opaque server manifest, at most one, <= TIER_MANIFEST_MAX_BYTES */
+  TIER_SEGMENT_OTHER = 6     /* anything else the continuation needs */
+};
+#define TIER_SEGMENT_KIND_MIN 1u
+#define TIER_SEGMENT_KIND_MAX 6u
+
+/* One segment of a checkpoint. (kind, index) is unique within a checkpoint. A checkpoint is all of
+ * its segments or nothing: a provider never stores or restores a subset.
+ *  - spill:   `data` points at length_bytes readable bytes (the provider only reads them);
+ *  - restore: `data` points at length_bytes writable bytes; length_bytes must equal the stored
+ *             length of that segment (learn it from stat or enumerate). */
+typedef struct tier_segment {
+  tier_segment_kind kind;
+  uint32_t index;
+  uint64_t length_bytes;
+  void* data;
+} tier_segment;
+
+/* A segment's description without data, as returned by stat and enumerate. */
+typedef struct tier_segment_info {
+  tier_segment_kind kind;
+  uint32_t index;
+  uint64_t length_bytes;
+} tier_segment_info;
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Asynchronous completion */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct tier_completion {
+  uint32_t struct_size;
+  tier_status status;
+  const char* message;    /* borrowed, valid only during the callback; never NULL ("" if none) */
+  uint64_t logical_bytes; /* bytes of segment data spilled or restored (0 unless status is OK) */
+  uint64_t stored_bytes;  /* bytes the checkpoint occupies in the tier (0 unless status is OK) */
+  uint64_t duration_ns;   /* from acceptance to completion */
+} tier_completion;
+
+/* Runs exactly once per accepted operation, on any thread (possibly before spill/restore returns).
+ * It may call any provider function except close() of the same instance; it must not block for
+ * long. The provider holds none of its own locks while calling it. */
+typedef void (*tier_done_fn)(void* user_data, const tier_completion* completion);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Instance description, statistics and restore plans (caller-allocated out-structures) */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct tier_instance tier_instance; /* opaque, provider-owned */
+
+/* key=value pair handed to open(); both strings borrowed for the duration of the call. */
+typedef struct tier_option {
+  const char* key;
+  const char* value;
+} tier_option;
+
+enum {
+  TIER_CAP_PERSISTENT = 1u << 0,   /* checkpoints survive close and a process restart */
+  TIER_CAP_COMPRESSION = 1u << 1,  /* stored bytes may be fewer than logical bytes */
+  TIER_CAP_CHECKSUMS = 1u << 2,    /* every stored byte is verified on restore */
+  TIER_CAP_ZERO_CAPACITY = 1u << 3 /* the tier is absent: every spill declines with NO_SPACE */
+};
+
+typedef struct tier_info {
+  uint32_t struct_size;
+  uint32_t capabilities;     /* TIER_CAP_* bits */
+  const char* name;          /* static, e.g. "disk" */
+  const char* version;       /* static, e.g. "0.1.0" */
+  const char* io_path;       /* valid until close, e.g. "io_uring+direct", "none" */
+  uint64_t buffer_alignment; /* required alignment of segment data pointers; 1 = any */
+  uint32_t max_inflight_ops; /* more concurrent spills+restores answer TIER_BUSY */
+  uint32_t reserved;
+} tier_info;
+
+typedef struct tier_stats {
+  uint32_t struct_size;
+  uint32_t reserved;
+  uint64_t capacity_bytes; /* budget; 0 = the tier is absent */
+  uint64_t used_bytes;     /* bytes the tier occupies, headers and alignment included */
+  uint64_t entries;        /* complete, visible checkpoints */
+  uint64_t inflight_ops;   /* accepted spills and restores not yet completed */
+} tier_stats;
+
+typedef struct tier_stat_result {
+  uint32_t struct_size;
+  uint32_t segment_count; /* the checkpoint's segment count (may exceed the capacity given) */
+  uint64_t logical_bytes; /* sum of segment lengths */
+  uint64_t stored_bytes;  /* bytes it occupies in the tier */
+  uint64_t estimated_restore_ns; /* the provider's current estimate */
+} tier_stat_result;
+
+typedef uint32_t tier_decision;
+enum { TIER_DECISION_RESTORE = 1, TIER_DECISION_SKIP_TO_ROOT = 2 };
+
+typedef uint32_t tier_reason;
+enum {
+  TIER_REASON_CHEAPER = 0, /* restore: it costs less than the predicted prefill */
+  TIER_REASON_MISS = 1,    /* skip: not stored here */
+  TIER_REASON_COST = 2,    /* skip: restoring would cost at least the predicted prefill */
+  TIER_REASON_CORRUPT = 3, /* skip: the stored checkpoint is known to be damaged */
+  TIER_REASON_BUSY = 4     /* skip: the tier cannot take another operation now */
+};
+#define TIER_REASON_COUNT 5
+
+static inline const char* tier_decision_name(tier_decision decision) {
+  return decision == TIER_DECISION_RESTORE        ? "restore"
+         : decision == TIER_DECISION_SKIP_TO_ROOT ? "skip_to_root"
+                                                  : "unknown";
+}
+
+static inline const char* tier_reason_name(tier_reason reason) {
+  static const char* const names[TIER_REASON_COUNT] = {"cheaper", "miss", "cost", "corrupt",
+                                                       "busy"};
+  return reason < TIER_REASON_COUNT ? names[reason] : "unknown";
+}
+
+typedef struct tier_plan {
+  uint32_t struct_size;
+  tier_decision decision;
+  tier_reason reason;
+  uint32_t reserved;
+  uint64_t estimated_restore_ns; /* 0 on a miss */
+  uint64_t stored_bytes;         /* 0 on a miss */
+} tier_plan;
+
+/* One stored checkpoint, as enumerate reports it. Every pointer is borrowed for the callback. */
+typedef struct tier_entry {
+  uint32_t struct_size;
+  uint32_t segment_count;
+  tier_key key;
+  uint64_t logical_bytes;
+  uint64_t stored_bytes;
+  const tier_segment_info* segments; /* segment_count entries, in stored order */
+  const void* manifest;              /* the TIER_SEGMENT_MANIFEST bytes, verified; NULL if none */
+  uint64_t manifest_bytes;
+} tier_entry;
+
+/* Called once per entry; return 0 to go on, anything else to stop early. Runs on the thread that
+ * called enumerate; it must not call spill, restore, remove or close of the same instance. */
+typedef int32_t (*tier_enumerate_fn)(void* user_data, const tier_entry* entry);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Host services: what the host lends every provider (logging, metrics, a clock) */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef int32_t tier_log_level;
+enum { TIER_LOG_DEBUG = 0, TIER_LOG_INFO = 1, TIER_LOG_WARN = 2, TIER_LOG_ERROR = 3 };
+
+typedef int32_t tier_metric_type;
+enum { TIER_METRIC_COUNTER = 1, TIER_METRIC_GAUGE = 2, TIER_METRIC_HISTOGRAM = 3 };
+
+typedef struct tier_metric_family tier_metric_family; /* opaque, host-owned */
+typedef struct tier_metric tier_metric;               /* one labelled series, host-owned */
+
+/* The host owns the Prometheus registry and the one /metrics endpoint; a provider never opens a
+ * port. Metric handles stay valid as long as this table does. All functions are thread-safe, never
+ * fail loudly and accept NULL handles (a no-op), so a provider need not check every result. */
+typedef struct tier_host_services {
+  uint32_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  uint32_t reserved;
+  void* host_context; /* passed back as the first argument of every service */
+
+  /* Writes one line to the host's log. `message` is borrowed for the call. Any thread. */
+  void (*log)(void* host_context, tier_log_level level, const char* message);
+
+  /* Returns the family `name` of `type`, creating it on first use; a second call with the same
+   * name, type and label names returns the same family. NULL if the name is invalid or already used
+   * differently. `bucket_bounds` (ascending upper bounds) is read for histograms only. Strings and
+   * arrays are borrowed for the call. Any thread. */
+  tier_metric_family* (*metric_family)(void* host_context, tier_metric_type type, const char* name,
+                                       const char* help, const char* const* label_names,
+                                       uint32_t label_count, const double* bucket_bounds,
+                                       uint32_t bucket_count);
+
+  /* Returns the series of `family` with these label values (label_count must equal the family's),
+   * creating it at zero on first use. NULL on a NULL family or a count mismatch. Any thread. */
+  tier_metric* (*metric)(void* host_context, tier_metric_family* family,
+                         const char* const* label_values, uint32_t label_count);
+
+  /* Counter: adds delta (negative deltas are ignored). Gauge: adds delta (any sign). Any thread. */
+  void (*metric_add)(void* host_context, tier_metric* metric, double delta);
+  /* Gauge only: sets the value. Any thread. */
+  void (*metric_set)(void* host_context, tier_metric* metric, double value);
+  /* Histogram only: records one observation. Any thread. */
+  void (*metric_observe)(void* host_context, tier_metric* metric, double value);
+
+  /* Nanoseconds on a monotonic clock (CLOCK_MONOTONIC on Linux). Any thread. */
+  uint64_t (*monotonic_ns)(void* host_context);
+} tier_host_services;
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The provider table */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* The first four fields (struct_size, abi_major, abi_minor, reserved) keep this layout in every
+ * major version, so a host can always name the version of a provider it refuses. */
+typedef struct tier_provider {
+  uint32_t struct_size; /* sizeof(tier_provider) as the provider was compiled */
+  uint32_t abi_major;   /* TIER_ABI_VERSION_MAJOR the provider was compiled against */
+  uint32_t abi_minor;   /* TIER_ABI_VERSION_MINOR the provider was compiled against */
+  uint32_t reserved;
+  const char* name;    /* static, short: "disk", "null" (a metric label value) */
+  const char* version; /* static, the provider's own version */
+
+  /* Opens an instance over `namespace_id` (the model/layout fingerprint: checkpoints of another
+   * namespace are never served) with key=value options. Unknown or malformed options fail with
+   * TIER_INVALID_ARGUMENT and a message naming the option. `host` must outlive the instance; the
+   * instance is the caller's until close(). Any thread. */
+  tier_status (*open)(const tier_host_services* host, const char* namespace_id,
+                      const tier_option* options, uint32_t option_count,
+                      tier_instance** instance_out, tier_error* error);
+
+  /* Cancels what is in flight, waits until every accepted operation has completed (with
+   * TIER_CANCELLED if it did not finish) and frees the instance. Stored checkpoints of a persistent
+   * provider stay. Must not race with any other call on the instance, nor run inside a callback. */
+  void (*close)(tier_instance* instance);
+
+  /* Fills `out` (caller sets out->struct_size). Any thread. */
+  tier_status (*info)(tier_instance* instance, tier_info* out, tier_error* error);
+
+  /* Fills `out` with capacity, usage and entry counts (caller sets struct_size). Any thread. */
+  tier_status (*stats)(tier_instance* instance, tier_stats* out, tier_error* error);
+
+  /* Describes a stored checkpoint: TIER_OK and `out` filled, and the first min(segment_count,
+   * segment_capacity) entries of `segments` (may be NULL when segment_capacity is 0); or
+   * TIER_NOT_FOUND. A checkpoint still being spilled is not found. Any thread. */
+  tier_status (*stat)(tier_instance* instance, const tier_key* key, tier_stat_result* out,
+                      tier_segment_info* segments, uint32_t segment_capacity, tier_error* error);
+
+  /* Stores a checkpoint: all segments or, on any failure, nothing visible. Asynchronous (see the
+   * contract at the top). Synchronous refusals: TIER_INVALID_ARGUMENT, TIER_ALREADY_EXISTS,
+   * TIER_NO_SPACE (over capacity), TIER_BUSY. `segments` and their data are borrowed until the
+   * completion runs. It becomes visible to stat/restore/enumerate only when it completes with OK.
+   * Any thread. */
+  tier_status (*spill)(tier_instance* instance, const tier_key* key, const tier_segment* segments,
+                       uint32_t segment_count, tier_done_fn done, void* user_data,
+                       tier_error* error);
+
+  /* Restores a checkpoint into the caller's buffers. `segments` must list exactly the stored
+   * segments (same count, kinds, indexes and lengths, any order), else TIER_INVALID_ARGUMENT. On a
+   * completion other than OK the buffers' contents are unspecified and must not be used; a
+   * verification failure completes with TIER_DATA_LOSS and the entry is dropped. A remove or close
+   * arriving meanwhile does not break a restore already accepted. Asynchronous. Any thread. */
+  tier_status (*restore)(tier_instance* instance, const tier_key* key, const tier_segment* segments,
+                         uint32_t segment_count, tier_done_fn done, void* user_data,
+                         tier_error* error);
+
+  /* Removes a checkpoint: TIER_OK or TIER_NOT_FOUND. Its space is released once no accepted
+   * restore still reads it. Any thread. */
+  tier_status (*remove)(tier_instance* instance, const tier_key* key, tier_error* error);
+
+  /* Calls `fn` for every complete, visible checkpoint of this namespace (order unspecified), so a
+   * restarted server can re-adopt them. See tier_enumerate_fn for what the callback may do. */
+  tier_status (*enumerate)(tier_instance* instance, tier_enumerate_fn fn, void* user_data,
+                           tier_error* error);
+
+  /* Decides whether restoring `key` beats a prefill the server predicts at predicted_prefill_ns:
+   * TIER_DECISION_RESTORE (reason CHEAPER) only when the estimated restore time is lower;
+   * otherwise TIER_DECISION_SKIP_TO_ROOT with a reason. Returns TIER_OK whenever `out` holds a
+   * plan (a miss is a plan). Counts every decision. Any thread. */
+  tier_status (*plan_restore)(tier_instance* instance, const tier_key* key,
+                              uint64_t predicted_prefill_ns, tier_plan* out, tier_error* error);
+} tier_provider;
+
+/* Size of a version 1.0 provider table: the smallest a host of major 1 accepts. */
+#define TIER_PROVIDER_V1_0_SIZE (offsetof(tier_provider, plan_restore) + sizeof(void*))
+/* Size of a version 1.0 host services table. */
+#define TIER_HOST_SERVICES_V1_0_SIZE (offsetof(tier_host_services, monotonic_ns) + sizeof(void*))
+
+/* True when `table` (a pointer to a struct starting with struct_size) has a non-NULL `field`. */
+#define TIER_HAS_SLOT(table, type, field)                                               \
+  ((table) != NULL &&                                                                   \
+   (size_t)(table)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field) && \
+   (table)->field != NULL)
+
+/* True when the caller-allocated out-structure `out` has room for `field`. */
+#define TIER_HAS_FIELD(out, type, field) \
+  ((size_t)(out)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
+
+/* The entry point. The host passes its version and services; on TIER_OK `*provider_out` points at
+ * the provider's static table. TIER_UNSUPPORTED when the host's major differs (the provider should
+ * still set `*provider_out` so the host can name both versions in its error). Cheap and
+ * stateless: the host may call it more than once (instances get their services from open). Any
+ * thread. */
+typedef tier_status (*tier_provider_entry_fn)(uint32_t host_abi_major, uint32_t host_abi_minor,
+                                              const tier_host_services* host,
+                                              const tier_provider** provider_out);
+
+TIER_EXPORT tier_status tier_provider_entry(uint32_t host_abi_major, uint32_t host_abi_minor,
+                                            const tier_host_services* host,
+                                            const tier_provider** provider_out);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Pinned layout (LP64) */
+/* ---------------------------------------------------------------------------------------------- */
+
+#ifdef __cplusplus
+#define TIER_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define TIER_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+#if UINTPTR_MAX == 0xffffffffffffffffu
+TIER_STATIC_ASSERT(sizeof(tier_key) == 32, "tier_key layout");
+TIER_STATIC_ASSERT(sizeof(tier_error) == 260, "tier_error layout");
+TIER_STATIC_ASSERT(sizeof(tier_segment) == 24, "tier_segment layout");
+TIER_STATIC_ASSERT(sizeof(tier_segment_info) == 16, "tier_segment_info layout");
+TIER_STATIC_ASSERT(sizeof(tier_completion) == 40, "tier_completion layout");
+TIER_STATIC_ASSERT(sizeof(tier_info) == 48, "tier_info layout");
+TIER_STATIC_ASSERT(sizeof(tier_stats) == 40, "tier_stats layout");
+TIER_STATIC_ASSERT(sizeof(tier_stat_result) == 32, "tier_stat_result layout");
+TIER_STATIC_ASSERT(sizeof(tier_plan) == 32, "tier_plan layout");
+TIER_STATIC_ASSERT(sizeof(tier_entry) == 80, "tier_entry layout");
+TIER_STATIC_ASSERT(offsetof(tier_host_services, log) == 24, "host services layout");
+TIER_STATIC_ASSERT(offsetof(tier_host_services, monotonic_ns) == 72, "host services layout");
+TIER_STATIC_ASSERT(sizeof(tier_host_services) == 80, "host services layout");
+TIER_STATIC_ASSERT(offsetof(tier_provider, name) == 16, "provider table layout");
+TIER_STATIC_ASSERT(offsetof(tier_provider, open) == 32, "provider table layout");
+TIER_STATIC_ASSERT(offsetof(tier_provider, plan_restore) == 104, "provider table layout");
+TIER_STATIC_ASSERT(sizeof(tier_provider) == 112, "provider table layout");
+#endif
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TIER_PROVIDER_H */
