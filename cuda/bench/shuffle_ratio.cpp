@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "tier/device/byte_shuffle.h"
+#include "tier/shuffle/byte_shuffle.h"
 
 namespace {
 
-using tier::device::byte_shuffle;
-using tier::device::byte_unshuffle;
+using tier::shuffle::ByteShuffle;
+using tier::shuffle::ByteUnshuffle;
 
 std::uint16_t to_bf16(float f) {
   std::uint32_t u;
@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t off = 0; off < d.bytes.size(); off += block) {
       const std::size_t n = std::min(block, d.bytes.size() - off);
-      if (!byte_shuffle({d.bytes.data() + off, n}, {shuffled.data() + off, n}, d.element_bytes)
+      if (!ByteShuffle({d.bytes.data() + off, n}, {shuffled.data() + off, n}, d.element_bytes)
                .ok()) {
         return 1;
       }
@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
     const auto t1 = std::chrono::steady_clock::now();
     for (std::size_t off = 0; off < d.bytes.size(); off += block) {
       const std::size_t n = std::min(block, d.bytes.size() - off);
-      if (!byte_unshuffle({shuffled.data() + off, n}, {back.data() + off, n}, d.element_bytes)
+      if (!ByteUnshuffle({shuffled.data() + off, n}, {back.data() + off, n}, d.element_bytes)
                .ok()) {
         return 1;
       }

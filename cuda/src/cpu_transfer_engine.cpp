@@ -12,7 +12,7 @@
 
 #include "page_copy_job.h"
 #include "staged_copy.h"
-#include "tier/device/byte_shuffle.h"
+#include "tier/shuffle/byte_shuffle.h"
 
 namespace tier::device {
 namespace {
@@ -130,8 +130,9 @@ class CpuTransferEngine final : public TransferEngine {
         [=] {
           std::span<const std::byte> src(static_cast<const std::byte*>(device_src), bytes);
           std::span<std::byte> dst(static_cast<std::byte*>(device_dst), bytes);
-          return inverse ? tier::device::byte_unshuffle(src, dst, element_bytes)
-                         : tier::device::byte_shuffle(src, dst, element_bytes);
+          const ::tier::Status done = inverse ? shuffle::ByteUnshuffle(src, dst, element_bytes)
+                                              : shuffle::ByteShuffle(src, dst, element_bytes);
+          return done.ok() ? Status::Ok() : invalid_argument(done.message());
         },
         0);
   }

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "page_copy_job.h"
-#include "tier/device/byte_shuffle.h"
+#include "tier/shuffle/byte_shuffle.h"
 
 namespace tier::device {
 namespace {
@@ -67,8 +67,11 @@ Result<Transfer> TransferEngine::scatter(const PoolLayout& layout, const PoolVie
 Result<Transfer> TransferEngine::byte_shuffle(void* device_dst, const void* device_src,
                                               std::uint64_t bytes, std::uint32_t element_bytes,
                                               bool inverse) {
-  TIER_DEVICE_RETURN_IF_ERROR(
-      check_byte_shuffle_args(device_src, device_dst, bytes, element_bytes));
+  if (::tier::Status checked =
+          shuffle::CheckByteShuffleArgs(device_src, device_dst, bytes, element_bytes);
+      !checked.ok()) {
+    return invalid_argument(checked.message());
+  }
   if (bytes == 0) return Transfer();
   return submit_byte_shuffle(device_dst, device_src, bytes, element_bytes, inverse);
 }

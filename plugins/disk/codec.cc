@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "tier/device/byte_shuffle.h"
+#include "tier/shuffle/byte_shuffle.h"
 
 namespace tier::disk {
 namespace {
@@ -103,7 +103,7 @@ uint64_t CompressChunkAs(uint32_t codec, std::span<const uint8_t> src, std::span
   const uint32_t element = ShuffleElementBytes(codec);
   if (element == 0) return CompressChunk(src, dst, level);
   std::span<uint8_t> planes = Scratch(src.size());
-  if (!device::byte_shuffle(std::as_bytes(src), std::as_writable_bytes(planes), element).ok()) {
+  if (!shuffle::ByteShuffle(std::as_bytes(src), std::as_writable_bytes(planes), element).ok()) {
     return 0;
   }
   return CompressPlanes(planes, element, dst, level);
@@ -114,7 +114,7 @@ bool DecompressChunkAs(uint32_t codec, std::span<const uint8_t> frame, std::span
   if (element == 0) return DecompressChunk(frame, dst);
   std::span<uint8_t> planes = Scratch(dst.size());
   return DecompressChunk(frame, planes) &&
-         device::byte_unshuffle(std::as_bytes(planes), std::as_writable_bytes(dst), element).ok();
+         shuffle::ByteUnshuffle(std::as_bytes(planes), std::as_writable_bytes(dst), element).ok();
 }
 
 CodecChoice ChooseCodec(std::span<const uint8_t> segment, int level, bool require_gain,

@@ -38,7 +38,7 @@ enum : uint32_t {
   kCodecRaw = 0,     // stored as is
   kCodecZstd = 1,    // segment: chunks are zstd frames or raw; chunk: one zstd frame
   kCodecInline = 2,  // segment only: the manifest, stored inside the header region
-  // zstd frame of the chunk's byte planes (tier::device::byte_shuffle) for 2-byte elements
+  // zstd frame of the chunk's byte planes (tier::shuffle::ByteShuffle) for 2-byte elements
   // (BF16/FP16: the exponent bytes together) or 4-byte elements (FP32); unshuffled on restore.
   kCodecZstdShuffle2 = 3,
   kCodecZstdShuffle4 = 4,

@@ -1,4 +1,4 @@
-#include "tier/device/byte_shuffle.h"
+#include "tier/shuffle/byte_shuffle.h"
 
 #include <gtest/gtest.h>
 
@@ -29,10 +29,10 @@ TEST(ByteShuffleTest, MatchesTheDefinitionAndRoundTrips) {
       SCOPED_TRACE("element_bytes " + std::to_string(e) + ", " + std::to_string(size) + " bytes");
       const std::vector<std::byte> src = testing::random_bytes(size, size * 7 + e);
       std::vector<std::byte> shuffled(size);
-      ASSERT_TRUE(byte_shuffle(src, shuffled, e).ok());
+      ASSERT_TRUE(shuffle::ByteShuffle(src, shuffled, e).ok());
       ASSERT_EQ(shuffled, reference_shuffle(src, e));
       std::vector<std::byte> back(size);
-      ASSERT_TRUE(byte_unshuffle(shuffled, back, e).ok());
+      ASSERT_TRUE(shuffle::ByteUnshuffle(shuffled, back, e).ok());
       ASSERT_EQ(back, src);
     }
   }
@@ -43,21 +43,21 @@ TEST(ByteShuffleTest, GroupsTheHighBytesOfBf16) {
   const std::vector<std::byte> src = {std::byte{0x80}, std::byte{0x3F}, std::byte{0x00},
                                       std::byte{0xC0}};
   std::vector<std::byte> dst(4);
-  ASSERT_TRUE(byte_shuffle(src, dst, 2).ok());
+  ASSERT_TRUE(shuffle::ByteShuffle(src, dst, 2).ok());
   EXPECT_EQ(dst, (std::vector<std::byte>{std::byte{0x80}, std::byte{0x00}, std::byte{0x3F},
                                          std::byte{0xC0}}));
 }
 
 TEST(ByteShuffleTest, RefusesBadArguments) {
   std::vector<std::byte> a(64), b(64), c(63);
-  EXPECT_EQ(byte_shuffle(a, b, 3).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(byte_shuffle(a, b, 1).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(byte_shuffle(a, c, 2).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(byte_unshuffle(a, std::span<std::byte>(a.data() + 8, 56), 2).code(),
-            StatusCode::kInvalidArgument);
-  const Status overlap = byte_shuffle(std::span<const std::byte>(a.data(), 32),
-                                      std::span<std::byte>(a.data() + 16, 32), 2);
-  EXPECT_EQ(overlap.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(shuffle::ByteShuffle(a, b, 3).code(), TIER_INVALID_ARGUMENT);
+  EXPECT_EQ(shuffle::ByteShuffle(a, b, 1).code(), TIER_INVALID_ARGUMENT);
+  EXPECT_EQ(shuffle::ByteShuffle(a, c, 2).code(), TIER_INVALID_ARGUMENT);
+  EXPECT_EQ(shuffle::ByteUnshuffle(a, std::span<std::byte>(a.data() + 8, 56), 2).code(),
+            TIER_INVALID_ARGUMENT);
+  const ::tier::Status overlap = shuffle::ByteShuffle(std::span<const std::byte>(a.data(), 32),
+                                                      std::span<std::byte>(a.data() + 16, 32), 2);
+  EXPECT_EQ(overlap.code(), TIER_INVALID_ARGUMENT);
   EXPECT_NE(overlap.message().find("overlap"), std::string::npos);
 }
 
@@ -84,7 +84,7 @@ TEST_P(EngineShuffleTest, MatchesCpuShuffle) {
       ASSERT_TRUE(last.ok());
       ASSERT_TRUE(last->wait().ok());  // stream order: everything before it is done too
       std::vector<std::byte> want(size);
-      ASSERT_TRUE(byte_shuffle(src, want, e).ok());
+      ASSERT_TRUE(shuffle::ByteShuffle(src, want, e).ok());
       ASSERT_EQ(shuffled, want);
       ASSERT_EQ(back, src);
     }

@@ -1,4 +1,4 @@
-#include "tier/device/byte_shuffle.h"
+#include "tier/shuffle/byte_shuffle.h"
 
 #include <cstring>
 #include <string>
@@ -7,7 +7,7 @@
 #include <emmintrin.h>
 #endif
 
-namespace tier::device {
+namespace tier::shuffle {
 namespace {
 
 // Scalar reference loops; E is the element size in bytes. They handle elements [first, n).
@@ -112,14 +112,13 @@ std::uint64_t unshuffle4_sse2(const unsigned char*, unsigned char*, std::uint64_
 }
 #endif
 
-Status run(std::span<const std::byte> src, std::span<std::byte> dst, std::uint32_t element_bytes,
+Status Run(std::span<const std::byte> src, std::span<std::byte> dst, std::uint32_t element_bytes,
            bool inverse) {
   if (src.size() != dst.size()) {
-    return invalid_argument("byte shuffle: src has " + std::to_string(src.size()) +
+    return Status::InvalidArgument("byte shuffle: src has " + std::to_string(src.size()) +
                             " bytes but dst " + std::to_string(dst.size()));
   }
-  TIER_DEVICE_RETURN_IF_ERROR(
-      check_byte_shuffle_args(src.data(), dst.data(), src.size(), element_bytes));
+  TIER_RETURN_IF_ERROR(CheckByteShuffleArgs(src.data(), dst.data(), src.size(), element_bytes));
   if (src.empty()) return Status::Ok();
   const auto* s = reinterpret_cast<const unsigned char*>(src.data());
   auto* d = reinterpret_cast<unsigned char*>(dst.data());
@@ -144,30 +143,30 @@ Status run(std::span<const std::byte> src, std::span<std::byte> dst, std::uint32
 
 }  // namespace
 
-Status check_byte_shuffle_args(const void* src, const void* dst, std::uint64_t bytes,
+Status CheckByteShuffleArgs(const void* src, const void* dst, std::uint64_t bytes,
                                std::uint32_t element_bytes) {
   if (element_bytes != 2 && element_bytes != 4) {
-    return invalid_argument("byte shuffle: element_bytes " + std::to_string(element_bytes) +
+    return Status::InvalidArgument("byte shuffle: element_bytes " + std::to_string(element_bytes) +
                             " is not 2 or 4");
   }
   if (bytes == 0) return Status::Ok();
-  if (src == nullptr || dst == nullptr) return invalid_argument("byte shuffle: null buffer");
+  if (src == nullptr || dst == nullptr) return Status::InvalidArgument("byte shuffle: null buffer");
   const auto s = reinterpret_cast<std::uintptr_t>(src);
   const auto d = reinterpret_cast<std::uintptr_t>(dst);
   if (s < d + bytes && d < s + bytes) {
-    return invalid_argument("byte shuffle: src and dst overlap");
+    return Status::InvalidArgument("byte shuffle: src and dst overlap");
   }
   return Status::Ok();
 }
 
-Status byte_shuffle(std::span<const std::byte> src, std::span<std::byte> dst,
+Status ByteShuffle(std::span<const std::byte> src, std::span<std::byte> dst,
                     std::uint32_t element_bytes) {
-  return run(src, dst, element_bytes, /*inverse=*/false);
+  return Run(src, dst, element_bytes, /*inverse=*/false);
 }
 
-Status byte_unshuffle(std::span<const std::byte> src, std::span<std::byte> dst,
+Status ByteUnshuffle(std::span<const std::byte> src, std::span<std::byte> dst,
                       std::uint32_t element_bytes) {
-  return run(src, dst, element_bytes, /*inverse=*/true);
+  return Run(src, dst, element_bytes, /*inverse=*/true);
 }
 
-}  // namespace tier::device
+}  // namespace tier::shuffle
