@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "data_kinds.h"
-#include "provider_instance.h"
+#include <tier/host/provider_instance.h>
 
 namespace tier::bench {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "format.h"
+#include <tier/host/format.h>
 #include "sample_stats.h"
 
 namespace tier::bench {

@@ -15,7 +15,7 @@
 
 #include "checkpoint_bytes.h"
 #include "fio_runner.h"
-#include "model_profile.h"
+#include <tier/host/model_profile.h>
 #include "naive_peer.h"
 #include "provider_runner.h"
 #include "segment_buffers.h"

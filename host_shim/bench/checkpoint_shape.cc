@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "format.h"
+#include <tier/host/format.h>
 
 namespace tier::bench {
 namespace {

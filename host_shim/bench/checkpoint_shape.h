@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model_profile.h"
+#include <tier/host/model_profile.h>
 #include <tier/status.h>
 #include "tier_provider.h"
 

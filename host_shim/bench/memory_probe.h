@@ -11,7 +11,7 @@
 #include <string>
 
 #include "data_kinds.h"
-#include "provider_instance.h"
+#include <tier/host/provider_instance.h>
 #include <tier/status.h>
 
 namespace tier::bench {

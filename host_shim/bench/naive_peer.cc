@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "host_services.h"
+#include <tier/host/host_services.h>
 
 namespace tier::bench {
 namespace {

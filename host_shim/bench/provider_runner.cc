@@ -1,6 +1,6 @@
 #include "provider_runner.h"
 
-#include "host_services.h"
+#include <tier/host/host_services.h>
 
 namespace tier::bench {
 namespace {

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "checkpoint_shape.h"
-#include "host_services.h"
-#include "metrics_registry.h"
-#include "plugin_loader.h"
-#include "provider_instance.h"
+#include <tier/host/host_services.h>
+#include <tier/host/metrics_registry.h>
+#include <tier/host/plugin_loader.h>
+#include <tier/host/provider_instance.h>
 #include "segment_buffers.h"
 
 namespace tier::bench {

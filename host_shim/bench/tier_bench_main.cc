@@ -10,7 +10,7 @@
 #include "bench_config.h"
 #include "bench_report.h"
 #include "bench_run.h"
-#include "log.h"
+#include <tier/host/log.h>
 #include "memory_probe.h"
 
 namespace {

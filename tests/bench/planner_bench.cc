@@ -10,10 +10,10 @@
 #include <tier/device/host_arena.h>
 
 #include "catalog.h"
-#include "cost_model.h"
+#include <tier/host/cost_model.h>
 #include "device_tier.h"
 #include "latency_recorder.h"
-#include "metrics_registry.h"
+#include <tier/host/metrics_registry.h>
 #include "planner.h"
 #include "server_metrics.h"
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "conformance_target.h"
-#include "host_services.h"
-#include "metrics_registry.h"
-#include "plugin_loader.h"
+#include <tier/host/host_services.h>
+#include <tier/host/metrics_registry.h>
+#include <tier/host/plugin_loader.h>
 
 namespace tier::conformance {
 

@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "cold_tier.h"
-#include "cost_model.h"
+#include <tier/host/cost_model.h>
 #include "device_tier.h"
-#include "host_services.h"
-#include "metrics_registry.h"
+#include <tier/host/host_services.h>
+#include <tier/host/metrics_registry.h>
 #include "planner.h"
-#include "plugin_loader.h"
-#include "provider_instance.h"
+#include <tier/host/plugin_loader.h>
+#include <tier/host/provider_instance.h>
 #include "server_metrics.h"
 
 namespace tier::test {

@@ -1,0 +1,33 @@
+// tier/host/identity.h -- how a checkpoint is named: the content ids of its prefix's blocks, the
+// 32-byte provider key derived from them, and the prefix hashes the catalog indexes.
+//
+// A checkpoint's identity is its whole token prefix, given as the content ids of its blocks (an
+// engine's block hashes; the traces' 512-token hash_ids). The key is a digest of the namespace and
+// every block id: a lookup by key is a lookup by the whole identity, and the catalog still compares
+// every block id of a candidate. Pure functions: any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tier_provider.h"
+
+namespace tier {
+
+// The 32-byte provider key of a prefix: a digest of the namespace and every block id.
+tier_key PrefixKey(const std::string& namespace_id, std::span<const uint64_t> blocks);
+// Incremental 64-bit hashes of every prefix of `blocks`: result[k] covers blocks[0..k]. An index
+// only: a collision costs a block-by-block comparison, never a wrong hit.
+std::vector<uint64_t> PrefixHashes(std::span<const uint64_t> blocks);
+// A 32-byte key from any text (two XXH3-128 digests with different seeds). For tools and tests.
+tier_key KeyFromText(std::string_view text);
+// Lowercase hex of the first `bytes` bytes (for logs; never an identity).
+std::string KeyHex(const tier_key& key, size_t bytes = 8);
+// True when the two keys are equal byte for byte.
+bool SameKey(const tier_key& a, const tier_key& b);
+
+}  // namespace tier

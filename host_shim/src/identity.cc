@@ -1,0 +1,63 @@
+#include <tier/host/identity.h>
+#include <tier/check.h>
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace tier {
+
+std::vector<uint64_t> PrefixHashes(std::span<const uint64_t> blocks) {
+  // A chained 64-bit mix (splitmix64's finalizer): ~1 ns a block.
+  std::vector<uint64_t> hashes(blocks.size());
+  uint64_t h = 0x74696572ull;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    uint64_t z = h ^ (blocks[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    h = z ^ (z >> 31);
+    hashes[i] = h;
+  }
+  return hashes;
+}
+
+tier_key PrefixKey(const std::string& namespace_id, std::span<const uint64_t> blocks) {
+  XXH3_state_t* state = XXH3_createState();
+  TIER_CHECK(state != nullptr);
+  tier_key key{};
+  for (int half = 0; half < 2; ++half) {
+    XXH3_128bits_reset_withSeed(state, 0x6b6579ull + static_cast<uint64_t>(half));
+    XXH3_128bits_update(state, namespace_id.data(), namespace_id.size());
+    const uint64_t count = blocks.size();
+    XXH3_128bits_update(state, &count, sizeof(count));
+    XXH3_128bits_update(state, blocks.data(), blocks.size_bytes());
+    const XXH128_hash_t digest = XXH3_128bits_digest(state);
+    std::memcpy(key.bytes + 16 * half, &digest, 16);
+  }
+  XXH3_freeState(state);
+  return key;
+}
+
+tier_key KeyFromText(std::string_view text) {
+  tier_key key{};
+  const XXH128_hash_t a = XXH3_128bits_withSeed(text.data(), text.size(), 0x7469657231ull);
+  const XXH128_hash_t b = XXH3_128bits_withSeed(text.data(), text.size(), 0x7469657232ull);
+  std::memcpy(key.bytes, &a, 16);
+  std::memcpy(key.bytes + 16, &b, 16);
+  return key;
+}
+
+std::string KeyHex(const tier_key& key, size_t bytes) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < bytes && i < TIER_KEY_BYTES; ++i) {
+    out += kHex[key.bytes[i] >> 4];
+    out += kHex[key.bytes[i] & 15];
+  }
+  return out;
+}
+
+bool SameKey(const tier_key& a, const tier_key& b) {
+  return std::memcmp(a.bytes, b.bytes, TIER_KEY_BYTES) == 0;
+}
+
+}  // namespace tier

@@ -1,0 +1,15 @@
+// check.h -- `tier-host --check`: drive one provider instance through every ABI operation once.
+#pragma once
+
+#include <ostream>
+
+#include <tier/host/provider_instance.h>
+
+namespace tier {
+
+// Spills, stats, plans, restores (byte-exact), enumerates and removes one small multi-segment
+// checkpoint; a provider with capacity 0 must instead decline every step cleanly. Writes one line
+// per step to `out`. Returns true when the provider behaved as it claims. Caller's thread.
+bool RunProviderCheck(ProviderInstance& instance, std::ostream& out);
+
+}  // namespace tier

@@ -1,0 +1,65 @@
+// server_config.h -- tier-host's command line: the server flags (what a real server would take)
+// and the replay subcommand's flags, and how they turn into a provider and its options.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <tier/host/provider_instance.h>
+#include <tier/status.h>
+
+namespace CLI {
+class App;
+}
+
+namespace tier {
+
+struct ServerConfig {
+  std::string tier_plugin;                 // --tier-plugin PATH|null|disk ("" = from the flags)
+  std::vector<std::string> tier_opts;      // --tier-opt KEY=VALUE, in order
+  std::optional<std::string> cold_kv_dir;  // --cold-kv-dir ("" = two tiers, no cold tier)
+  double cold_kv_gib = 64;                 // --cold-kv-gib: the cold tier's logical budget
+  uint64_t host_kv_mib = 16384;            // --host-kv-mib: pinned Host budget (logical)
+  uint64_t device_kv_mib = 8192;           // --device-kv-mib: Device budget for parked checkpoints
+  uint32_t max_concurrency = 2;            // --max-concurrency: lanes decoding at once
+  std::string model_profile = "qwen3.8-27b-int8-rtx5090";
+  std::string metrics_addr;     // --metrics-addr HOST:PORT ("" = no endpoint)
+  uint64_t bytes_scale = 1;     // --bytes-scale N: store 1/N of every logical byte
+  std::string device = "auto";  // --device auto|cpu|cuda
+  std::string namespace_id;     // --namespace ("" = derived from the model profile)
+  std::string log_level = "info";
+  bool check = false;
+};
+
+struct ReplayConfig {
+  std::string workload = "agents";  // agents | trace
+  std::string trace;                // --trace FILE (implies --workload trace)
+  double trace_time_scale = 1.0;
+  uint32_t sessions = 12;
+  uint64_t seed = 1;
+  std::string report_json;
+  bool compare_null = false;
+  bool progress = true;
+  bool linger = false;
+  double wait_for_scrape_s = 0;  // --wait-for-scrape SECONDS (0 = start at once)
+};
+
+// Registers the server flags on `app` (writing into `config`).
+void AddServerFlags(CLI::App& app, ServerConfig& config);
+// Registers the replay subcommand's flags on `replay`.
+void AddReplayFlags(CLI::App& replay, ReplayConfig& config);
+
+// Splits every --tier-opt at its first '='. INVALID_ARGUMENT naming the bad value otherwise.
+Result<ProviderOptions> ParseTierOpts(const std::vector<std::string>& tier_opts);
+
+// The provider to load and its options, from --tier-plugin/--tier-opt/--cold-kv-dir/--cold-kv-gib:
+// --cold-kv-dir "" means no cold tier (the null provider); a directory means the disk provider
+// (unless --tier-plugin names another) with dir= and a capacity of cold-kv-gib / bytes-scale.
+struct ProviderChoice {
+  std::string plugin;  // name or path for ResolvePluginPath
+  ProviderOptions options;
+};
+Result<ProviderChoice> ChooseProvider(const ServerConfig& config);
+
+}  // namespace tier

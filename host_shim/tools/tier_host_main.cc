@@ -1,0 +1,68 @@
+// tier-host: a runnable stand-in server. Loads a tier provider through the C ABI and checks it
+// (--check), or replays a workload through the catalog, the planner and the provider (replay).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include <tier/host/log.h>
+#include <tier/host/model_profile.h>
+#include "server_config.h"
+
+int main(int argc, char** argv) {
+  tier::ServerConfig config;
+  tier::ReplayConfig replay_config;
+  CLI::App app{
+      "tier-host: a stand-in LLM server that drives a cold-tier provider through the "
+      "tier ABI (loader, catalog, Device/Host/Cold planner, metrics)",
+      "tier-host"};
+  app.set_version_flag("--version", std::string("tier-host ") + TIER_VERSION + " (tier ABI " +
+                                        std::to_string(TIER_ABI_VERSION_MAJOR) + "." +
+                                        std::to_string(TIER_ABI_VERSION_MINOR) + ")");
+  tier::AddServerFlags(app, config);
+  bool list_profiles = false;
+  app.add_flag("--list-profiles", list_profiles, "Print the shipped model profiles and exit");
+  CLI::App* replay = app.add_subcommand(
+      "replay",
+      "Replay agent sessions or a request trace through catalog, planner and provider "
+      "on a virtual clock; print what the cold tier saved");
+  tier::AddReplayFlags(*replay, replay_config);
+  app.footer(
+      "Usage: tier-host [server flags] --check | tier-host [server flags] replay [replay flags]\n"
+      "Exit status: 0 success, 1 the provider or job failed, 2 bad usage or a plugin that cannot "
+      "be loaded or opened.\nExamples:\n"
+      "  tier-host --tier-plugin disk --tier-opt dir=/var/tmp/cold --tier-opt capacity_gib=1 "
+      "--check\n"
+      "  tier-host --cold-kv-dir ~/cold --cold-kv-gib 200 --bytes-scale 1000 replay --workload "
+      "agents --compare-null");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "tier-host: %s (see --help)\n", e.what());
+    return tier::kExitUsage;
+  }
+  tier_log_level level = TIER_LOG_INFO;
+  tier::ParseLogLevel(config.log_level, &level);
+  tier::SetLogLevel(level);
+  try {
+    if (list_profiles) {
+      for (const std::string& name : tier::ShippedProfileNames()) std::cout << name << "\n";
+      return tier::kExitOk;
+    }
+    if (replay->parsed()) return tier::RunReplayCommand(config, replay_config);
+    if (config.check) return tier::RunCheckCommand(config);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tier-host: internal error: %s\n", e.what());
+    return tier::kExitFailed;
+  }
+  std::cerr << app.help() << "\n";
+  std::fprintf(stderr, "tier-host: nothing to do: give --check or replay (see --help)\n");
+  return tier::kExitUsage;
+}
