@@ -1,5 +1,9 @@
 #include "replay.h"
 
+#include <tier/host/format.h>
+#include <tier/host/identity.h>
+#include <tier/host/log.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,13 +13,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "catalog.h"
-#include <tier/host/format.h>
-
-namespace tier {
+namespace tier::sim {
 namespace {
 
-enum class EventType { kCompletion = 0, kArrival = 1 };  // completions first at equal times
+enum class EventType { kCompletion = 0, kPrefetch = 1, kArrival = 2 };  // completions first
 
 struct Event {
   uint64_t time_ns;
@@ -28,10 +29,13 @@ struct Event {
   }
 };
 
-// What a request in service holds until it completes.
+// A request in service: what it holds until it completes.
 struct InService {
-  CheckpointEntry* reused = nullptr;  // pinned by the admission
-  size_t shared_blocks = 0;           // publish blocks[0..shared_blocks) as a shared prefix
+  uint64_t start_ns = 0;
+  uint64_t admission_id = 0;  // a ready admission to Release() at completion (0 = none)
+  std::vector<uint32_t> pages;
+  std::unique_ptr<KvPool::StateSet> state;
+  size_t shared_blocks = 0;  // publish blocks[0..shared_blocks) as a shared prefix
 };
 
 double Percentile(std::vector<double> values, double p) {
@@ -43,184 +47,412 @@ double Percentile(std::vector<double> values, double p) {
 
 class Engine {
  public:
-  Engine(const Workload& workload, Planner& planner, const CostModel& cost, ServerMetrics* metrics,
-         ColdTier* cold, const ReplayOptions& options)
-      : w_(workload), planner_(planner), cost_(cost), metrics_(metrics), cold_(cold), o_(options) {
+  Engine(const Workload& workload, Host& host, KvPool& pool, const CostModel& cost,
+         MetricsRegistry* metrics, const ReplayOptions& options)
+      : w_(workload), host_(host), pool_(pool), cost_(cost), o_(options) {
     successors_.resize(w_.requests.size());
     for (size_t i = 0; i < w_.requests.size(); ++i) {
       if (w_.requests[i].after) successors_[*w_.requests[i].after].push_back(i);
     }
-    in_service_.resize(w_.requests.size());
+    service_.resize(w_.requests.size());
+    arrival_ns_.assign(w_.requests.size(), 0);
+    if (metrics != nullptr) {
+      ttft_ = metrics->Series(metrics->Histogram(
+          "tier_ttft_seconds", "Time to first token per request (virtual clock of the replay).", {},
+          {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120}));
+      saved_ = metrics->Series(metrics->Counter(
+          "tier_prefill_saved_seconds_total",
+          "Prefill seconds avoided by reusing checkpoints, net of restore and transfer time."));
+    }
   }
 
-  ReplayReport Run() {
-    const auto wall_start = std::chrono::steady_clock::now();
-    last_progress_ = wall_start;
-    for (size_t i = 0; i < w_.requests.size(); ++i) {
-      if (!w_.requests[i].after) events_.push({w_.requests[i].arrival_ns, EventType::kArrival, i});
-    }
-    uint32_t busy = 0;
-    while (!events_.empty()) {
-      const Event event = events_.top();
-      events_.pop();
-      now_ns_ = event.time_ns;
-      if (event.type == EventType::kArrival) {
-        arrival_ns_[event.request] = event.time_ns;
-        queue_.push_back(event.request);
-      } else {
-        --busy;
-        Complete(event.request);
-      }
-      while (busy < std::max<uint32_t>(1, o_.max_concurrency) && !queue_.empty()) {
-        const size_t next = queue_.front();
-        queue_.pop_front();
-        ++busy;
-        Start(next);
-      }
-      Progress(false);
-    }
-    Progress(true);
-    report_.workload = w_.name;
-    report_.requests = w_.requests.size();
-    report_.ttft_p50_s = Percentile(ttfts_, 0.50);
-    report_.ttft_p99_s = Percentile(ttfts_, 0.99);
-    report_.virtual_seconds = static_cast<double>(now_ns_) / 1e9;
-    report_.prefill_seconds_saved =
-        report_.prefill_seconds_no_reuse - report_.prefill_seconds - report_.admission_seconds;
-    report_.totals = planner_.totals();
-    report_.restore_exact = report_.totals.mismatched_restores == 0;
-    report_.provider_calls_outside_admission =
-        cold_ != nullptr ? cold_->calls_in(IoPhase::kIdle) : 0;
-    report_.wall_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-    return report_;
-  }
+  ReplayReport Run();
 
  private:
-  void Start(size_t index) {
-    const Request& r = w_.requests[index];
-    const uint64_t arrival = arrival_ns_.count(index) ? arrival_ns_[index] : r.arrival_ns;
-    // Admission: the only place (with pressure) where provider I/O may happen.
-    AdmissionResult admission = planner_.Admit(r.blocks, now_ns_);
-    switch (admission.outcome) {
-      case Outcome::kDeviceHit:
-        ++report_.device_hits;
-        break;
-      case Outcome::kHostRestore:
-        ++report_.host_restores;
-        break;
-      case Outcome::kColdRestore:
-        ++report_.cold_restores;
-        break;
-      case Outcome::kRootPrefill:
-        ++report_.root_prefills;
-        ++report_.root_prefills_by_reason[RootReasonName(admission.root_reason)];
-        if (admission.root_reason != RootReason::kNoCheckpoint) {
-          ++report_.skip_to_root[RootReasonName(admission.root_reason)];
-        }
-        break;
-    }
-    const uint64_t cached = std::min(admission.cached_tokens, r.input_tokens);
-    const uint64_t prefill_ns = cost_.PrefillNs(cached, r.input_tokens - cached);
-    const uint64_t no_reuse_ns = cost_.PrefillNs(0, r.input_tokens);
-    report_.prefill_seconds += static_cast<double>(prefill_ns) / 1e9;
-    report_.prefill_seconds_no_reuse += static_cast<double>(no_reuse_ns) / 1e9;
-    report_.admission_seconds += static_cast<double>(admission.admission_ns) / 1e9;
-    const double saved_s = (static_cast<double>(no_reuse_ns) -
-                            static_cast<double>(prefill_ns + admission.admission_ns)) /
-                           1e9;
-    metrics_->PrefillSavedSeconds(std::max(0.0, saved_s));
-    const uint64_t first_token_ns = now_ns_ + admission.admission_ns + prefill_ns;
-    const double ttft_s = static_cast<double>(first_token_ns - arrival) / 1e9;
-    ttfts_.push_back(ttft_s);
-    metrics_->Ttft(ttft_s);
-
-    // A prefix that an earlier request carried too, longer than what was reused and shorter than
-    // this request's own checkpoint, is published as a shared prefix when it completes.
-    const std::vector<uint64_t> hashes = PrefixHashes(r.seal_blocks);
-    size_t shared = 0;
-    for (size_t k = hashes.size(); k > 0; --k) {
-      if (seen_prefixes_.count(hashes[k - 1]) != 0) {
-        shared = k;
-        break;
-      }
-    }
-    for (uint64_t h : hashes) seen_prefixes_.insert(h);
-    const uint64_t cached_blocks = admission.cached_tokens / w_.block_tokens;
-    InService& service = in_service_[index];
-    service.reused = admission.entry;
-    if (shared >= o_.min_shared_blocks && shared > cached_blocks && shared < r.seal_blocks.size()) {
-      service.shared_blocks = shared;
-    }
-    events_.push({first_token_ns + cost_.DecodeNs(r.output_tokens), EventType::kCompletion, index});
-  }
-
-  void Complete(size_t index) {
-    const Request& r = w_.requests[index];
-    InService& service = in_service_[index];
-    if (service.shared_blocks > 0) {
-      std::span<const uint64_t> prefix(r.seal_blocks.data(), service.shared_blocks);
-      if (planner_.Seal(prefix, service.shared_blocks * w_.block_tokens, true, now_ns_)) {
-        ++report_.shared_prefixes_published;
-      }
-    }
-    if (!r.seal_blocks.empty()) {
-      const uint64_t tokens = r.seal_blocks.size() * w_.block_tokens;
-      if (planner_.Seal(r.seal_blocks, tokens, false, now_ns_)) ++report_.checkpoints_sealed;
-    }
-    planner_.Release(service.reused);
-    service.reused = nullptr;
-    ++completed_;
-    for (size_t next : successors_[index]) {
-      events_.push({now_ns_ + w_.requests[next].think_ns, EventType::kArrival, next});
-    }
-  }
-
-  void Progress(bool final) {
-    if (!o_.progress) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (!final && now - last_progress_ < std::chrono::seconds(1)) return;
-    last_progress_ = now;
-    const uint64_t total = w_.requests.size();
-    std::fprintf(
-        stderr,
-        "\rreplay %s: %llu/%llu requests (%3.0f%%), virtual %s, device hits %llu, host "
-        "%llu, cold %llu, root %llu   %s",
-        o_.label.c_str(), static_cast<unsigned long long>(completed_),
-        static_cast<unsigned long long>(total),
-        total ? 100.0 * static_cast<double>(completed_) / static_cast<double>(total) : 100.0,
-        FormatDurationNs(now_ns_).c_str(), static_cast<unsigned long long>(report_.device_hits),
-        static_cast<unsigned long long>(report_.host_restores),
-        static_cast<unsigned long long>(report_.cold_restores),
-        static_cast<unsigned long long>(report_.root_prefills), final ? "\n" : "");
-    std::fflush(stderr);
-  }
+  bool Stopped() const { return o_.stop != nullptr && o_.stop->load(); }
+  void Start(size_t index);
+  void Admitted(size_t index, const Admission& admission);
+  bool Verify(size_t index, const Admission& admission);
+  void Complete(size_t index);
+  void SealCheckpoint(size_t index, std::span<const uint64_t> blocks, bool shared_prefix,
+                      std::unique_ptr<KvPool::StateSet> state);
+  bool AllocatePages(uint32_t count, std::vector<uint32_t>* pages);
+  // Applies the Host's events; blocks (wall clock) up to `wait_ns` for one when asked.
+  void PumpHost(uint64_t wait_ns);
+  void ResolvePending();
+  void Progress(bool final);
+  void Count(const Admission& admission);
 
   const Workload& w_;
-  Planner& planner_;
+  Host& host_;
+  KvPool& pool_;
   const CostModel& cost_;
-  ServerMetrics* metrics_;
-  ColdTier* cold_;
   ReplayOptions o_;
+  Metric* ttft_ = nullptr;
+  Metric* saved_ = nullptr;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::deque<size_t> queue_;
   std::vector<std::vector<size_t>> successors_;
-  std::vector<InService> in_service_;
-  std::unordered_map<size_t, uint64_t> arrival_ns_;
+  std::vector<InService> service_;
+  std::vector<uint64_t> arrival_ns_;
+  std::unordered_map<uint64_t, size_t> pending_;  // admission id -> request
+  std::unordered_map<uint64_t, std::unique_ptr<KvPool::StateSet>> sealing_;  // seal id -> state
   std::unordered_set<uint64_t> seen_prefixes_;
   std::vector<double> ttfts_;
   uint64_t now_ns_ = 0;
-  uint64_t completed_ = 0;
+  uint32_t busy_ = 0;
   std::chrono::steady_clock::time_point last_progress_;
   ReplayReport report_;
 };
 
+void Engine::Count(const Admission& a) {
+  switch (a.outcome) {
+    case Outcome::kDeviceHit:
+      ++report_.device_hits;
+      break;
+    case Outcome::kHostRestore:
+      ++report_.host_restores;
+      break;
+    case Outcome::kColdRestore:
+      ++report_.cold_restores;
+      break;
+    case Outcome::kRootPrefill:
+      ++report_.root_prefills;
+      ++report_.root_prefills_by_reason[RootReasonName(a.root_reason)];
+      if (a.root_reason != RootReason::kNoCheckpoint) {
+        ++report_.skip_to_root[RootReasonName(a.root_reason)];
+      }
+      break;
+  }
+}
+
+bool Engine::AllocatePages(uint32_t count, std::vector<uint32_t>* pages) {
+  // Pages the Host still holds come back through events: give it a moment (wall clock) before
+  // calling the pool too small.
+  for (int attempt = 0; attempt < 2000 && !pool_.Allocate(count, pages); ++attempt) {
+    PumpHost(5 * 1000 * 1000);
+    if (attempt == 1999) return false;
+  }
+  return true;
+}
+
+void Engine::PumpHost(uint64_t wait_ns) {
+  if (wait_ns > 0) host_.WaitForWork(wait_ns);
+  std::vector<tier::Event> events;
+  host_.Poll(&events);
+  for (tier::Event& e : events) {
+    switch (e.kind) {
+      case tier::Event::kAdmissionReady:
+      case tier::Event::kAdmissionRoot:
+      case tier::Event::kAdmissionCancelled: {
+        auto it = pending_.find(e.id);
+        if (it == pending_.end()) break;
+        const size_t index = it->second;
+        pending_.erase(it);
+        Admitted(index, e.admission);
+        break;
+      }
+      case tier::Event::kSealed:
+        sealing_.erase(e.id);
+        break;
+      case tier::Event::kPagesReleased:
+        pool_.ReleasedByHost(e.pages);
+        break;
+      case tier::Event::kPrefetchDone:
+        break;
+    }
+  }
+}
+
+void Engine::ResolvePending() {
+  // Virtual time may not pass a pending admission whose cost is not known yet: wait (wall) for
+  // the restores in flight, which run concurrently like a server's. Background work (spills,
+  // demotions, seals' copies, prefetches) is also finished before virtual time moves on: it takes
+  // no virtual time, as a server's copy engines and disk run beside its lanes; the budgets then
+  // hold at every event. What a restore costs is charged to its request (measured x scale).
+  while (!pending_.empty() || host_.Busy()) {
+    if (Stopped()) {
+      for (const auto& [id, index] : pending_) host_.Cancel(id);
+    }
+    PumpHost(10 * 1000 * 1000);
+  }
+}
+
+void Engine::Start(size_t index) {
+  const Request& r = w_.requests[index];
+  InService& s = service_[index];
+  s.start_ns = now_ns_;
+  auto state = pool_.NewStateSet();
+  if (!state.ok()) {
+    Log(TIER_LOG_ERROR, "replay: " + state.status().ToString());
+    return;
+  }
+  s.state = std::move(state).value();
+  AdmitRequest request;
+  request.blocks = r.blocks;
+  request.now_ns = now_ns_;
+  request.allocate_pages = [this](uint32_t count, std::vector<uint32_t>* pages) {
+    return pool_.Allocate(count, pages);
+  };
+  request.state = s.state->buffers;
+  Admission a = host_.Admit(request);
+  if (a.state == AdmissionState::kPending) {
+    ++report_.pending_admissions;
+    pending_[a.id] = index;
+    report_.max_pending_at_once = std::max<uint64_t>(report_.max_pending_at_once, pending_.size());
+    return;
+  }
+  Admitted(index, a);
+}
+
+bool Engine::Verify(size_t index, const Admission& a) {
+  const Request& r = w_.requests[index];
+  const size_t cached_blocks = a.cached_tokens / w_.block_tokens;
+  const std::vector<uint64_t> hashes =
+      PrefixHashes(std::span(r.blocks).first(std::min(cached_blocks, r.blocks.size())));
+  if (a.pages_shared) {
+    const device::Status copied = a.state_copy.wait();
+    if (!copied.ok()) return false;
+  }
+  const bool exact = pool_.Check(hashes, w_.block_tokens, a.pages) &&
+                     KvPool::CheckState(a.key, *service_[index].state);
+  ++report_.verified_restores;
+  if (!exact) ++report_.mismatched_restores;
+  host_.ReportVerification(a.id, exact);
+  return exact;
+}
+
+void Engine::Admitted(size_t index, const Admission& admission) {
+  const Request& r = w_.requests[index];
+  InService& s = service_[index];
+  Admission a = admission;
+  pool_.Unref(a.unused_pages);
+  if (a.state == AdmissionState::kReady) {
+    if (a.pages_shared) pool_.Ref(a.pages);  // the request's reference next to the Host's
+    s.pages = a.pages;
+    s.admission_id = a.id;
+    if (!Verify(index, a)) {
+      Log(TIER_LOG_ERROR, "replay: a restored checkpoint did not hold its bytes; prefilling");
+      pool_.Unref(s.pages);
+      s.pages.clear();
+      host_.Release(a.id);
+      s.admission_id = 0;
+      a.outcome = Outcome::kRootPrefill;
+      a.root_reason = RootReason::kCorrupt;
+      a.cached_tokens = 0;
+    }
+  } else {
+    a.outcome = Outcome::kRootPrefill;
+    a.cached_tokens = 0;
+  }
+  Count(a);
+  const uint64_t cached = std::min(a.cached_tokens, r.input_tokens);
+  // The rest of the sequence: prompt and answer, every page the request writes.
+  const uint64_t tokens = std::max<uint64_t>(r.input_tokens + r.output_tokens,
+                                             r.seal_blocks.size() * w_.block_tokens);
+  const uint32_t need = (tokens + pool_.tokens_per_page() - 1) / pool_.tokens_per_page();
+  const uint32_t have = static_cast<uint32_t>(s.pages.size());
+  std::vector<uint32_t> fresh;
+  if (need > have && !AllocatePages(need - have, &fresh)) {
+    Log(TIER_LOG_ERROR, "replay: the simulator's pool has no free pages (" +
+                            std::to_string(pool_.page_count()) + " pages)");
+  }
+  const std::vector<uint64_t> seal_hashes = PrefixHashes(r.seal_blocks);
+  pool_.Fill(seal_hashes, w_.block_tokens, have, fresh);
+  s.pages.insert(s.pages.end(), fresh.begin(), fresh.end());
+
+  uint64_t admission_ns = 0;
+  if (a.outcome == Outcome::kColdRestore) {
+    // Measured wall time of the real (scaled) restore, scaled back to the logical size.
+    admission_ns = a.cold_restore_ns * host_.options().bytes_scale + a.transfer_model_ns;
+  } else if (a.outcome == Outcome::kHostRestore) {
+    admission_ns = a.transfer_model_ns;
+  }
+  const uint64_t prefill_ns = cost_.PrefillNs(cached, r.input_tokens - cached);
+  const uint64_t no_reuse_ns = cost_.PrefillNs(0, r.input_tokens);
+  report_.prefill_seconds += static_cast<double>(prefill_ns) / 1e9;
+  report_.prefill_seconds_no_reuse += static_cast<double>(no_reuse_ns) / 1e9;
+  report_.admission_seconds += static_cast<double>(admission_ns) / 1e9;
+  const double saved_s =
+      (static_cast<double>(no_reuse_ns) - static_cast<double>(prefill_ns + admission_ns)) / 1e9;
+  if (saved_ != nullptr) saved_->Add(std::max(0.0, saved_s));
+  const uint64_t first_token_ns = s.start_ns + admission_ns + prefill_ns;
+  const double ttft_s = static_cast<double>(first_token_ns - arrival_ns_[index]) / 1e9;
+  ttfts_.push_back(ttft_s);
+  if (ttft_ != nullptr) ttft_->Observe(ttft_s);
+
+  // A prefix that an earlier request carried too, longer than what was reused and shorter than
+  // this request's own checkpoint, is published as a shared prefix when it completes.
+  size_t shared = 0;
+  for (size_t k = seal_hashes.size(); k > 0; --k) {
+    if (seen_prefixes_.count(seal_hashes[k - 1]) != 0) {
+      shared = k;
+      break;
+    }
+  }
+  for (uint64_t h : seal_hashes) seen_prefixes_.insert(h);
+  const size_t cached_blocks = a.cached_tokens / w_.block_tokens;
+  if (shared >= o_.min_shared_blocks && shared > cached_blocks && shared < r.seal_blocks.size()) {
+    s.shared_blocks = shared;
+  }
+  events_.push({first_token_ns + cost_.DecodeNs(r.output_tokens), EventType::kCompletion, index});
+}
+
+void Engine::SealCheckpoint(size_t index, std::span<const uint64_t> blocks, bool shared_prefix,
+                            std::unique_ptr<KvPool::StateSet> state) {
+  InService& s = service_[index];
+  const uint64_t tokens = blocks.size() * w_.block_tokens;
+  const uint32_t pages = (tokens + pool_.tokens_per_page() - 1) / pool_.tokens_per_page();
+  KvPool::FillState(PrefixKey(host_.options().namespace_id, blocks), state.get());
+  SealRequest seal;
+  seal.blocks = blocks;
+  seal.tokens = tokens;
+  seal.shared_prefix = shared_prefix;
+  seal.pages = std::span(s.pages).first(std::min<size_t>(pages, s.pages.size()));
+  seal.state = state->buffers;
+  seal.now_ns = now_ns_;
+  Sealed sealed = host_.Seal(seal);
+  if (!sealed.status.ok() || sealed.existed) return;  // `state` is not read: freed here
+  pool_.HeldByHost(seal.pages);
+  sealing_[sealed.id] = std::move(state);
+  if (shared_prefix) {
+    ++report_.shared_prefixes_published;
+  } else {
+    ++report_.checkpoints_sealed;
+  }
+}
+
+void Engine::Complete(size_t index) {
+  const Request& r = w_.requests[index];
+  InService& s = service_[index];
+  if (s.shared_blocks > 0) {
+    auto state = pool_.NewStateSet();
+    if (state.ok()) {
+      SealCheckpoint(index, std::span(r.seal_blocks).first(s.shared_blocks), true,
+                     std::move(state).value());
+    }
+  }
+  if (!r.seal_blocks.empty() && s.state != nullptr) {
+    SealCheckpoint(index, r.seal_blocks, false, std::move(s.state));
+  }
+  s.state.reset();
+  if (s.admission_id != 0) host_.Release(s.admission_id);
+  s.admission_id = 0;
+  pool_.Unref(s.pages);
+  s.pages.clear();
+  ++report_.completed;
+  for (size_t next : successors_[index]) {
+    const uint64_t arrival = now_ns_ + w_.requests[next].think_ns;
+    events_.push({arrival, EventType::kArrival, next});
+    const uint64_t lead_ns = static_cast<uint64_t>(o_.prefetch_lead_s * 1e9);
+    if (lead_ns > 0 && w_.requests[next].think_ns > lead_ns) {
+      events_.push({arrival - lead_ns, EventType::kPrefetch, next});
+    }
+  }
+}
+
+ReplayReport Engine::Run() {
+  const auto wall_start = std::chrono::steady_clock::now();
+  last_progress_ = wall_start;
+  for (size_t i = 0; i < w_.requests.size(); ++i) {
+    if (!w_.requests[i].after) events_.push({w_.requests[i].arrival_ns, EventType::kArrival, i});
+  }
+  while (!events_.empty() || !pending_.empty()) {
+    ResolvePending();
+    if (events_.empty()) break;
+    if (Stopped() && busy_ == 0) {
+      report_.interrupted = true;
+      break;
+    }
+    const Event event = events_.top();
+    events_.pop();
+    now_ns_ = std::max(now_ns_, event.time_ns);
+    if (event.type == EventType::kArrival) {
+      arrival_ns_[event.request] = event.time_ns;
+      if (!Stopped()) queue_.push_back(event.request);
+    } else if (event.type == EventType::kPrefetch) {
+      if (!Stopped() && host_.Prefetch(w_.requests[event.request].blocks, now_ns_) != 0) {
+        ++report_.prefetch_hints;
+      }
+    } else {
+      --busy_;
+      Complete(event.request);
+    }
+    while (busy_ < std::max<uint32_t>(1, o_.max_concurrency) && !queue_.empty()) {
+      const size_t next = queue_.front();
+      queue_.pop_front();
+      ++busy_;
+      Start(next);
+    }
+    PumpHost(0);
+    Progress(false);
+  }
+  // Spills and prefetches still in flight finish (each bounded by the provider deadline).
+  while (host_.Busy()) PumpHost(10 * 1000 * 1000);
+  report_.interrupted = report_.interrupted || Stopped();
+  Progress(true);
+  report_.workload = w_.name;
+  report_.requests = w_.requests.size();
+  report_.ttft_p50_s = Percentile(ttfts_, 0.50);
+  report_.ttft_p99_s = Percentile(ttfts_, 0.99);
+  report_.virtual_seconds = static_cast<double>(now_ns_) / 1e9;
+  report_.prefill_seconds_saved =
+      report_.prefill_seconds_no_reuse - report_.prefill_seconds - report_.admission_seconds;
+  report_.host = host_.Stats();
+  report_.restore_exact = report_.mismatched_restores == 0;
+  report_.provider_calls_outside_admission = report_.host.provider_calls_outside_admission;
+  report_.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return report_;
+}
+
+void Engine::Progress(bool final) {
+  if (!o_.progress) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (!final && now - last_progress_ < std::chrono::seconds(1)) return;
+  last_progress_ = now;
+  const uint64_t total = w_.requests.size();
+  std::fprintf(
+      stderr,
+      "\rreplay %s: %llu/%llu requests (%3.0f%%), virtual %s, device hits %llu, host "
+      "%llu, cold %llu, root %llu   %s",
+      o_.label.c_str(), static_cast<unsigned long long>(report_.completed),
+      static_cast<unsigned long long>(total),
+      total ? 100.0 * static_cast<double>(report_.completed) / static_cast<double>(total) : 100.0,
+      FormatDurationNs(now_ns_).c_str(), static_cast<unsigned long long>(report_.device_hits),
+      static_cast<unsigned long long>(report_.host_restores),
+      static_cast<unsigned long long>(report_.cold_restores),
+      static_cast<unsigned long long>(report_.root_prefills), final ? "\n" : "");
+  std::fflush(stderr);
+}
+
 }  // namespace
 
-ReplayReport RunReplay(const Workload& workload, Planner& planner, const CostModel& cost,
-                       ServerMetrics* metrics, ColdTier* cold, const ReplayOptions& options) {
-  Engine engine(workload, planner, cost, metrics, cold, options);
+ReplayReport RunReplay(const Workload& workload, Host& host, KvPool& pool, const CostModel& cost,
+                       MetricsRegistry* metrics, const ReplayOptions& options) {
+  Engine engine(workload, host, pool, cost, metrics, options);
   return engine.Run();
 }
 
-}  // namespace tier
+uint32_t ReplayPoolPages(const Workload& workload, const ModelProfile& profile,
+                         uint64_t bytes_scale, uint64_t device_capacity_bytes, uint32_t lanes) {
+  uint64_t max_tokens = 0;
+  for (const Request& r : workload.requests) {
+    max_tokens = std::max<uint64_t>(
+        max_tokens, std::max<uint64_t>(r.input_tokens + r.output_tokens,
+                                       r.seal_blocks.size() * workload.block_tokens));
+  }
+  const uint64_t tpp = profile.tokens_per_page;
+  const uint64_t request_pages = (max_tokens + tpp - 1) / tpp;
+  const uint64_t page_logical =
+      profile.kv_bytes_per_token / profile.full_attention_layers *
+      (profile.full_attention_layers + profile.mtp_layers) * tpp;
+  const uint64_t parked_pages = device_capacity_bytes / std::max<uint64_t>(1, page_logical);
+  (void)bytes_scale;
+  // Parked pages may overshoot the budget while demotions run; each lane holds a request and a
+  // shared prefix it publishes.
+  const uint64_t pages = 2 * parked_pages + 2 * (lanes + 1) * request_pages + 64;
+  return static_cast<uint32_t>(std::min<uint64_t>(pages, 1u << 30));
+}
+
+}  // namespace tier::sim

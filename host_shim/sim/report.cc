@@ -8,7 +8,7 @@
 
 #include <tier/host/format.h>
 
-namespace tier {
+namespace tier::sim {
 namespace {
 
 std::string Fixed(double value, int digits) {
@@ -20,10 +20,12 @@ std::string Fixed(double value, int digits) {
 }  // namespace
 
 nlohmann::json ReportJson(const ReplayReport& r) {
-  const PlannerTotals& t = r.totals;
+  const HostStats& h = r.host;
   return {{"workload", r.workload},
           {"provider", r.provider},
           {"requests", r.requests},
+          {"completed", r.completed},
+          {"interrupted", r.interrupted},
           {"device_hits", r.device_hits},
           {"host_restores", r.host_restores},
           {"cold_restores", r.cold_restores},
@@ -38,18 +40,31 @@ nlohmann::json ReportJson(const ReplayReport& r) {
           {"prefill_seconds_saved", r.prefill_seconds_saved},
           {"ttft_p50_s", r.ttft_p50_s},
           {"ttft_p99_s", r.ttft_p99_s},
-          {"spills", t.spills},
-          {"spill_failures", t.spill_failures},
-          {"evictions", t.evictions},
-          {"bytes_spilled_logical", t.spilled_logical_bytes},
-          {"bytes_spilled_stored", t.spilled_stored_bytes},
-          {"bytes_restored_logical", t.restored_logical_bytes},
-          {"bytes_restored_stored", t.restored_stored_bytes},
-          {"peak_cold_bytes_logical", t.peak_cold_logical_bytes},
-          {"peak_cold_bytes_stored", t.peak_cold_stored_bytes},
-          {"readopted_checkpoints", t.readopted},
-          {"cold_restores_of_readopted", t.readopted_hits},
-          {"verified_restores", t.verified_restores},
+          {"pending_admissions", r.pending_admissions},
+          {"max_pending_at_once", r.max_pending_at_once},
+          {"spills", h.spills},
+          {"spill_failures", h.spill_failures},
+          {"evictions", h.evictions},
+          {"bytes_spilled_logical", h.spilled_logical_bytes},
+          {"bytes_spilled_stored", h.spilled_stored_bytes},
+          {"bytes_restored_logical", h.restored_logical_bytes},
+          {"bytes_restored_stored", h.restored_stored_bytes},
+          {"cold_write_bytes_stored", h.cold_write_bytes},
+          {"peak_cold_bytes_logical", h.peak_cold_logical_bytes},
+          {"peak_cold_bytes_stored", h.peak_cold_stored_bytes},
+          {"peak_device_bytes_logical", h.peak_device_logical_bytes},
+          {"peak_host_bytes_logical", h.peak_host_logical_bytes},
+          {"readopted_checkpoints", h.readopted},
+          {"cold_restores_of_readopted", h.readopted_hits},
+          {"cold_restores_of_other_servers", h.remote_hits},
+          {"prefetch_hints", r.prefetch_hints},
+          {"prefetches", h.prefetches},
+          {"prefetches_used", h.prefetches_used},
+          {"prefetches_wasted", h.prefetches_wasted},
+          {"prefetch_hidden_seconds", static_cast<double>(h.prefetch_hidden_ns) / 1e9},
+          {"provider_timeouts", h.timeouts},
+          {"verified_restores", r.verified_restores},
+          {"mismatched_restores", r.mismatched_restores},
           {"restore_exact", r.restore_exact},
           {"provider_calls_outside_admission", r.provider_calls_outside_admission},
           {"virtual_seconds", r.virtual_seconds},
@@ -74,10 +89,10 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
                                   Fixed(x.prefill_seconds_saved, 1),
                                   Fixed(x.ttft_p50_s, 2),
                                   Fixed(x.ttft_p99_s, 2),
-                                  FormatBytes(x.totals.spilled_logical_bytes),
-                                  FormatBytes(x.totals.restored_logical_bytes),
-                                  FormatBytes(x.totals.peak_cold_logical_bytes),
-                                  count(x.totals.readopted),
+                                  FormatBytes(x.host.spilled_logical_bytes),
+                                  FormatBytes(x.host.restored_logical_bytes),
+                                  FormatBytes(x.host.peak_cold_logical_bytes),
+                                  count(x.host.readopted),
                                   x.restore_exact ? "true" : "FALSE"};
     return v;
   };
@@ -113,6 +128,16 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
     for (const auto& [reason, n] : r.skip_to_root) out << " " << reason << "=" << n;
     out << "\n";
   }
+  if (r.host.prefetches > 0) {
+    out << "prefetch (" << r.provider << "): " << r.host.prefetches << " cold restores started early, "
+        << r.host.prefetches_used << " used, " << r.host.prefetches_wasted << " wasted, "
+        << Fixed(static_cast<double>(r.host.prefetch_hidden_ns) / 1e9, 1)
+        << " s of restore time taken off requests\n";
+  }
+  if (r.interrupted) {
+    out << "interrupted: " << r.completed << " of " << r.requests
+        << " requests completed; the figures cover those only\n";
+  }
   if (c != nullptr) {
     out << "\nThe " << r.provider << " tier saved "
         << Fixed(r.prefill_seconds_saved - c->prefill_seconds_saved, 1)
@@ -137,4 +162,4 @@ Status WriteReportJson(const std::string& path, const ReplayReport& report,
   return Status::Ok();
 }
 
-}  // namespace tier
+}  // namespace tier::sim

@@ -7,7 +7,7 @@
 
 #include "replay.h"
 
-namespace tier {
+namespace tier::sim {
 
 nlohmann::json ReportJson(const ReplayReport& report);
 // The summary table of one run, or of a run next to its null-provider comparison.
@@ -17,4 +17,4 @@ void PrintReport(std::ostream& out, const ReplayReport& report,
 Status WriteReportJson(const std::string& path, const ReplayReport& report,
                        const ReplayReport* compare = nullptr);
 
-}  // namespace tier
+}  // namespace tier::sim

@@ -3,8 +3,9 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <cassert>
 #include <cstring>
+
+#include <tier/check.h>
 
 namespace tier {
 
@@ -58,7 +59,7 @@ CheckpointEntry* Catalog::Find(const tier_key& key) const {
 CheckpointEntry* Catalog::LongestMatch(std::span<const uint64_t> blocks,
                                        std::span<const uint64_t> prefix_hashes,
                                        size_t max_blocks) const {
-  assert(blocks.size() == prefix_hashes.size());
+  TIER_CHECK(blocks.size() == prefix_hashes.size());
   max_blocks = std::min(max_blocks, blocks.size());
   // Longest k such that some entry extends blocks[0..k): binary search (monotone in k). A hash
   // collision can only overshoot; the walk below verifies every candidate block by block.
@@ -77,7 +78,7 @@ CheckpointEntry* Catalog::LongestMatch(std::span<const uint64_t> blocks,
     for (auto it = begin; it != end; ++it) {
       CheckpointEntry* entry = it->second;
       // Exact identity: every block id, not the hash.
-      if (entry->blocks.size() == k &&
+      if (entry->blocks.size() == k && !entry->sealing && !entry->doomed &&
           std::equal(entry->blocks.begin(), entry->blocks.end(), blocks.begin())) {
         return entry;
       }
@@ -114,16 +115,18 @@ void Catalog::RemovePlacement(CheckpointEntry* entry, Placement placement) {
   if (!entry->in(placement)) return;
   entry->placements &= static_cast<uint8_t>(~placement);
   entry->generation = next_generation_++;
+  const uint64_t physical = placement == kCold ? entry->cold_stored_bytes : entry->physical_bytes;
+  TIER_CHECK(bytes_[Slot(placement)] >= entry->logical_bytes);
+  TIER_CHECK(physical_[Slot(placement)] >= physical && entries_[Slot(placement)] > 0);
   bytes_[Slot(placement)] -= entry->logical_bytes;
-  physical_[Slot(placement)] -=
-      placement == kCold ? entry->cold_stored_bytes : entry->physical_bytes;
+  physical_[Slot(placement)] -= physical;
   entries_[Slot(placement)] -= 1;
   if (placement == kHost) entry->host_copy.reset();
   if (placement == kDevice) entry->device_copy.reset();
 }
 
 void Catalog::Erase(CheckpointEntry* entry) {
-  assert(entry->placements == 0 && entry->pins == 0);
+  TIER_CHECK(entry->placements == 0 && entry->idle());
   const std::vector<uint64_t> hashes = PrefixHashes(entry->blocks);
   for (uint64_t h : hashes) {
     auto count = prefix_counts_.find(h);

@@ -4,7 +4,7 @@
 // request traces' 512-token hash_ids, or the workload generator's equivalent). Lookups return the
 // longest checkpoints whose full identity is a prefix of the request: a candidate found through a
 // hash is confirmed by comparing every block id, never by the hash alone. Published checkpoints
-// are immutable; only their placements, pins and use times change. Single-threaded: the planner
+// are immutable; only their placements, pins and use times change. Single-threaded: the Host
 // owns the catalog and is the only one to touch it.
 #pragma once
 
@@ -17,6 +17,8 @@
 
 #include <tier/host/identity.h>
 
+#include <tier/device/transfer_engine.h>
+
 #include "host_copy.h"
 #include "tier_provider.h"
 
@@ -25,46 +27,67 @@ namespace tier {
 enum Placement : uint8_t { kDevice = 1, kHost = 2, kCold = 4 };
 const char* PlacementName(Placement placement);  // "device", "host", "cold"
 
-// One segment of a checkpoint: its logical size (what the model holds) and the bytes actually
-// stored and copied (logical / bytes_scale, so a laptop can replay a 100k-token workload).
+// One segment of a checkpoint: what is stored and copied (physical), and what it stands for in
+// the real model (logical = physical x bytes_scale; 1 for a real server).
 struct SegmentSpec {
   tier_segment_kind kind = 0;
   uint32_t index = 0;
-  uint64_t logical_bytes = 0;
   uint64_t physical_bytes = 0;
 };
 
-// The bytes of one checkpoint in device memory (device_tier.h makes them). Owned by its entry.
-class DeviceCopy {
- public:
-  virtual ~DeviceCopy() = default;
+// A Device placement: the checkpoint's KV pages are resident in the server's pool (the Host holds
+// a reference on each) and its state buffers live in device memory of the transfer engine.
+struct DeviceCopy {
+  std::vector<uint32_t> pages;
+  std::vector<device::DeviceBuffer> state;  // one per state segment, in segment order
 };
 
 struct CheckpointEntry {
   tier_key key{};
   std::vector<uint64_t> blocks;  // identity: content id of every block of the prefix
   uint64_t tokens = 0;           // the frontier this checkpoint restores to
+  uint32_t page_count = 0;       // pool pages of its KV
   tier_key parent_key{};         // the checkpoint it extends (valid when has_parent)
   bool has_parent = false;
   bool shared_prefix = false;  // published as a shared stable prefix (a system head)
+  // Segments in stored order: MAIN_KV layers, SPEC_KV layers, state buffers, MANIFEST, and OTHER
+  // (the server's manifest) when the server gave one.
   std::vector<SegmentSpec> segments;
-  std::vector<std::byte> manifest;  // the TIER_SEGMENT_MANIFEST bytes (identity, for re-adoption)
+  uint32_t kv_segments = 0;               // the first kv_segments are pool layers
+  std::vector<std::byte> manifest;        // the TIER_SEGMENT_MANIFEST bytes (identity)
+  std::vector<std::byte> server_manifest;  // opaque, the server's
   uint64_t logical_bytes = 0;
   uint64_t physical_bytes = 0;
-  uint64_t prefill_saved_ns = 0;        // root prefill of `tokens`: what a hit on it saves
-  uint64_t last_use_ns = 0;             // virtual clock
-  uint8_t placements = 0;               // Placement bits
-  uint64_t cold_stored_bytes = 0;       // bytes the provider reported for it
-  uint32_t pins = 0;                    // operations and requests using it: never dropped while > 0
-  uint64_t generation = 0;              // changes whenever placements change (stale-plan detection)
-  bool spill_failed = false;            // a spill of it failed; do not retry it
-  bool readopted = false;               // adopted from the cold tier at start (survived a restart)
-  std::unique_ptr<HostCopy> host_copy;  // present iff placements & kHost
+  uint64_t prefill_saved_ns = 0;  // root prefill of `tokens`: what a hit on it saves
+  // Policy inputs (policy.h).
+  uint64_t last_use_ns = 0;   // server clock
+  uint64_t uses = 0;          // admissions that reused it
+  uint32_t children = 0;      // published checkpoints that extend it
+  bool superseded = false;    // its own session moved on to a longer checkpoint
+  double gdsf_priority = 0;   // GDSF's H value, set when used or inserted
+  uint8_t placements = 0;          // Placement bits
+  uint64_t cold_stored_bytes = 0;  // bytes the provider reported for it
+  uint32_t pins = 0;      // requests and operations using it: never dropped while > 0
+  uint32_t ops = 0;       // operations moving its bytes (a demotion, a spill, a restore)
+  uint64_t generation = 0;  // changes whenever placements change (stale-plan detection)
+  bool sealing = false;     // its state is still being copied in: not served yet
+  bool spill_failed = false;     // a spill of it failed; do not retry it for a while
+  uint64_t spill_retry_after_ns = 0;  // (wall clock) when it may be retried
+  bool readopted = false;    // adopted from the cold tier at start (survived a restart)
+  bool remote = false;       // found by probe: another server spilled it
+  bool verified_manifest = true;  // false until a remote entry's manifest was read and checked
+  bool restoring = false;    // a cold restore into Host is in flight
+  bool prefetched = false;   // its Host copy came from a prefetch and has not been used yet
+  uint64_t prefetch_restore_ns = 0;  // what that prefetch's cold restore took
+  bool doomed = false;       // leaves every tier once unpinned (corrupt, evicted while in use)
+  std::shared_ptr<HostCopy> host_copy;      // present iff placements & kHost (operations
+                                            // reading it hold references too)
   std::unique_ptr<DeviceCopy> device_copy;  // present iff placements & kDevice
 
   bool in(Placement p) const { return (placements & p) != 0; }
+  // Not moving and not in use: pressure may demote, spill or drop it.
+  bool idle() const { return pins == 0 && ops == 0 && !sealing; }
 };
-
 
 class Catalog {
  public:
@@ -84,7 +107,7 @@ class Catalog {
   // Adds or removes a placement (bumping the generation and the per-tier totals).
   void AddPlacement(CheckpointEntry* entry, Placement placement);
   void RemovePlacement(CheckpointEntry* entry, Placement placement);
-  // Drops an entry with no placement left. The caller checked pins == 0.
+  // Drops an entry with no placement left. The caller checked idle().
   void Erase(CheckpointEntry* entry);
 
   size_t size() const { return by_key_.size(); }

@@ -1,66 +1,239 @@
 #include "cold_tier.h"
 
+#include <tier/check.h>
+#include <tier/host/host_services.h>
+
+#include <future>
+
 namespace tier {
+namespace {
+
+constexpr size_t kMaxQueuedCalls = 4096;
+
+template <typename T>
+Answer<T> TimedOut(uint64_t timeout_ns) {
+  Answer<T> answer{Status::IoError("no answer from the provider within " +
+                                   std::to_string(timeout_ns / 1000000) + " ms"),
+                   true};
+  return answer;
+}
+
+Answer<Completion> TimedOutCompletion(uint64_t timeout_ns) {
+  Completion c;
+  c.status = Status::IoError("no completion from the provider within " +
+                             std::to_string(timeout_ns / 1000000) + " ms");
+  return {c, true};
+}
+
+}  // namespace
 
 const char* IoPhaseName(IoPhase phase) {
-  switch (phase) {
-    case IoPhase::kIdle:
-      return "idle";
-    case IoPhase::kAdmission:
-      return "admission";
-    case IoPhase::kPressure:
-      return "pressure";
-    case IoPhase::kStartup:
-      return "startup";
+  static const char* const kNames[kIoPhaseCount] = {"idle",     "admission", "prefetch",
+                                                    "pressure", "eviction",  "startup"};
+  return kNames[static_cast<int>(phase)];
+}
+
+ColdTier::ColdTier(std::unique_ptr<ProviderInstance> instance, EventQueue* queue, Options options)
+    : instance_(std::move(instance)),
+      queue_(queue),
+      options_(options),
+      threads_(std::make_unique<CallThreads>(options.threads, kMaxQueuedCalls)) {}
+
+ColdTier::~ColdTier() {
+  if (abandoned_) return;
+  TIER_CHECK(unsettled() == 0);
+  threads_.reset();
+  instance_->Close();
+}
+
+void ColdTier::Abandon() {
+  abandoned_ = true;
+  threads_->Abandon();
+  (void)threads_.release();   // its threads may still run provider code: never freed
+  (void)instance_.release();  // never closed: close() would wait for the stuck operation
+}
+
+bool ColdTier::has_probe() const {
+  return instance_->library().HasSlot(offsetof(tier_provider, probe), sizeof(void*));
+}
+
+uint64_t ColdTier::Begin(IoPhase phase, std::function<void()> on_timeout,
+                         std::function<void()> settled) {
+  ++calls_by_phase_[static_cast<int>(phase)];
+  const uint64_t id = next_call_++;
+  Call& call = calls_[id];
+  call.phase = phase;
+  call.deadline_ns = MonotonicNs() + options_.timeout_ns;
+  call.on_timeout = std::move(on_timeout);
+  call.settled = std::move(settled);
+  return id;
+}
+
+void ColdTier::Finish(uint64_t id, const std::function<void()>& answer) {
+  auto it = calls_.find(id);
+  TIER_CHECK(it != calls_.end());
+  Call call = std::move(it->second);
+  calls_.erase(it);
+  if (!call.answered) answer();
+  if (call.settled) call.settled();
+}
+
+void ColdTier::PostFinish(uint64_t id, std::function<void()> answer) {
+  queue_->Post([this, id, answer = std::move(answer)] { Finish(id, answer); });
+}
+
+void ColdTier::CheckDeadlines(uint64_t now_ns) {
+  std::vector<std::function<void()>> expired;
+  for (auto& [id, call] : calls_) {
+    if (call.answered || now_ns < call.deadline_ns) continue;
+    call.answered = true;
+    ++timeouts_;
+    expired.push_back(std::move(call.on_timeout));
   }
-  return "unknown";
+  for (auto& on_timeout : expired) on_timeout();  // may start new calls
 }
 
-ColdTier::PhaseScope::PhaseScope(ColdTier* tier, IoPhase phase) : tier_(tier) {
-  if (tier_ == nullptr) return;
-  saved_ = tier_->phase_;
-  tier_->phase_ = phase;
+size_t ColdTier::unanswered() const {
+  size_t n = 0;
+  for (const auto& [id, call] : calls_) n += call.answered ? 0 : 1;
+  return n;
 }
 
-ColdTier::PhaseScope::~PhaseScope() {
-  if (tier_ != nullptr) tier_->phase_ = saved_;
+void ColdTier::PlanRestore(const tier_key& key, uint64_t predicted_prefill_ns, IoPhase phase,
+                           Done<tier_plan> done) {
+  auto shared = std::make_shared<Done<tier_plan>>(std::move(done));
+  const uint64_t timeout = options_.timeout_ns;
+  const uint64_t id = Begin(phase, [shared, timeout] { (*shared)(TimedOut<tier_plan>(timeout)); },
+                            nullptr);
+  const bool queued = threads_->RunParallel([this, id, key, predicted_prefill_ns, shared] {
+    Result<tier_plan> plan = instance_->PlanRestore(key, predicted_prefill_ns);
+    PostFinish(id, [shared, plan] { (*shared)({plan}); });
+  });
+  if (!queued) PostFinish(id, [shared] { (*shared)({Status::Busy("too many provider calls")}); });
 }
 
-Result<tier_plan> ColdTier::PlanRestore(const tier_key& key, uint64_t predicted_prefill_ns) {
-  Count();
-  return instance_->PlanRestore(key, predicted_prefill_ns);
+void ColdTier::Probe(std::vector<tier_key> keys, IoPhase phase, Done<std::vector<uint8_t>> done) {
+  auto shared = std::make_shared<Done<std::vector<uint8_t>>>(std::move(done));
+  const uint64_t timeout = options_.timeout_ns;
+  const uint64_t id = Begin(
+      phase, [shared, timeout] { (*shared)(TimedOut<std::vector<uint8_t>>(timeout)); }, nullptr);
+  const bool queued = threads_->RunParallel([this, id, keys = std::move(keys), shared] {
+    Result<std::vector<uint8_t>> found = instance_->Probe(keys);
+    PostFinish(id, [shared, found] { (*shared)({found}); });
+  });
+  if (!queued) PostFinish(id, [shared] { (*shared)({Status::Busy("too many provider calls")}); });
 }
 
-Result<std::unique_ptr<PendingSpill>> ColdTier::Spill(const tier_key& key,
-                                                      std::span<const tier_segment> segments) {
-  Count();
-  auto promise = std::make_shared<std::promise<Completion>>();
-  auto pending = std::make_unique<PendingSpill>();
-  pending->result = promise->get_future();
-  Status accepted =
-      instance_->Spill(key, segments, [promise](const Completion& c) { promise->set_value(c); });
-  if (!accepted.ok()) return accepted;
-  return pending;
+void ColdTier::Stat(const tier_key& key, IoPhase phase, Done<StatResult> done) {
+  auto shared = std::make_shared<Done<StatResult>>(std::move(done));
+  const uint64_t timeout = options_.timeout_ns;
+  const uint64_t id =
+      Begin(phase, [shared, timeout] { (*shared)(TimedOut<StatResult>(timeout)); }, nullptr);
+  const bool queued = threads_->RunParallel([this, id, key, shared] {
+    Result<StatResult> stat = instance_->Stat(key);
+    PostFinish(id, [shared, stat] { (*shared)({stat}); });
+  });
+  if (!queued) PostFinish(id, [shared] { (*shared)({Status::Busy("too many provider calls")}); });
 }
 
-Completion ColdTier::RestoreAndWait(const tier_key& key, std::span<const tier_segment> segments) {
-  Count();
-  return instance_->RestoreAndWait(key, segments);
+void ColdTier::Remove(const tier_key& key, IoPhase phase, Done<bool> done) {
+  auto shared = std::make_shared<Done<bool>>(std::move(done));
+  const uint64_t timeout = options_.timeout_ns;
+  const uint64_t id =
+      Begin(phase, [shared, timeout] { (*shared)(TimedOut<bool>(timeout)); }, nullptr);
+  const bool queued = threads_->RunSerial([this, id, key, shared] {
+    const Status removed = instance_->Remove(key);
+    Result<bool> result = removed.ok()                        ? Result<bool>(true)
+                          : removed.code() == TIER_NOT_FOUND ? Result<bool>(false)
+                                                              : Result<bool>(removed);
+    PostFinish(id, [shared, result] { (*shared)({result}); });
+  });
+  if (!queued) PostFinish(id, [shared] { (*shared)({Status::Busy("too many provider calls")}); });
 }
 
-Status ColdTier::Remove(const tier_key& key) {
-  Count();
-  return instance_->Remove(key);
+void ColdTier::Spill(const tier_key& key, std::vector<tier_segment> segments, IoPhase phase,
+                     Done<Completion> done, std::function<void()> settled) {
+  SubmitAsync(&ProviderInstance::Spill, key, std::move(segments), phase, std::move(done),
+              std::move(settled));
 }
 
-Result<tier_stats> ColdTier::Stats() {
-  Count();
-  return instance_->Stats();
+void ColdTier::Restore(const tier_key& key, std::vector<tier_segment> segments, IoPhase phase,
+                       Done<Completion> done, std::function<void()> settled) {
+  SubmitAsync(&ProviderInstance::Restore, key, std::move(segments), phase, std::move(done),
+              std::move(settled));
 }
 
-Status ColdTier::Enumerate(const std::function<bool(const tier_entry&)>& visit) {
-  Count();
-  return instance_->Enumerate(visit);
+void ColdTier::SubmitAsync(Submit submit, const tier_key& key, std::vector<tier_segment> segments,
+                           IoPhase phase, Done<Completion> done, std::function<void()> settled) {
+  auto shared = std::make_shared<Done<Completion>>(std::move(done));
+  const uint64_t timeout = options_.timeout_ns;
+  const uint64_t id = Begin(
+      phase, [shared, timeout] { (*shared)(TimedOutCompletion(timeout)); }, std::move(settled));
+  auto finish = [this, id, shared](const Completion& c) {
+    PostFinish(id, [shared, c] { (*shared)({c}); });
+  };
+  const bool queued =
+      threads_->RunSerial([this, submit, key, segments = std::move(segments), finish] {
+        // A refusal is answered here; an acceptance by the provider's completion (any thread).
+        const Status accepted = (instance_.get()->*submit)(key, segments, finish);
+        if (!accepted.ok()) {
+          Completion refused;
+          refused.status = accepted;
+          finish(refused);
+        }
+      });
+  if (!queued) {
+    Completion refused;
+    refused.status = Status::Busy("too many provider calls");
+    finish(refused);
+  }
+}
+
+template <typename T>
+Result<T> ColdTier::Blocking(std::function<Result<T>()> call) {
+  auto promise = std::make_shared<std::promise<Result<T>>>();
+  std::future<Result<T>> future = promise->get_future();
+  const bool queued =
+      threads_->RunParallel([promise, call = std::move(call)] { promise->set_value(call()); });
+  if (!queued) return Status::Busy("too many provider calls");
+  if (future.wait_for(std::chrono::nanoseconds(options_.timeout_ns)) !=
+      std::future_status::ready) {
+    ++stuck_blocking_;
+    ++timeouts_;
+    return Status::IoError("no answer from the provider within " +
+                           std::to_string(options_.timeout_ns / 1000000) + " ms");
+  }
+  return future.get();
+}
+
+Result<tier_info> ColdTier::InfoWithin() {
+  ++calls_by_phase_[static_cast<int>(IoPhase::kStartup)];
+  return Blocking<tier_info>([this] { return instance_->Info(); });
+}
+
+Result<tier_stats> ColdTier::StatsWithin() {
+  ++calls_by_phase_[static_cast<int>(IoPhase::kStartup)];
+  return Blocking<tier_stats>([this] { return instance_->Stats(); });
+}
+
+Status ColdTier::EnumerateWithin(const std::function<bool(const tier_entry&)>& visit) {
+  ++calls_by_phase_[static_cast<int>(IoPhase::kStartup)];
+  // The walk runs on a call thread and collects copies into memory the job shares, so a walk that
+  // outlives its deadline never touches the caller's state; the caller visits the copies.
+  auto entries = std::make_shared<std::vector<EntryCopy>>();
+  Result<bool> walked = Blocking<bool>([this, entries]() -> Result<bool> {
+    Status s = instance_->Enumerate([&](const tier_entry& e) {
+      entries->push_back(EntryCopy::Of(e));
+      return true;
+    });
+    if (!s.ok()) return s;
+    return true;
+  });
+  if (!walked.ok()) return walked.status();
+  for (const EntryCopy& copy : *entries) {
+    if (!visit(copy.view())) break;
+  }
+  return Status::Ok();
 }
 
 }  // namespace tier

@@ -1,103 +1,216 @@
 #include "device_tier.h"
 
-#include <tier/device/engine_select.h>
+#include <tier/check.h>
 
-#include <vector>
+#include <algorithm>
+#include <cstring>
+#include <set>
 
 namespace tier {
-namespace {
 
-Status FromDevice(const device::Status& status) {
-  return Status(TIER_IO_ERROR, "device: " + status.to_string());
+Status FromDevice(const device::Status& status, const std::string& what) {
+  return Status::IoError("device: " + what + ": " + status.to_string());
 }
 
-// A checkpoint's segments in the engine's device memory, one allocation per non-empty segment.
-class EngineCopy : public DeviceCopy {
- public:
-  std::vector<device::DeviceBuffer> segments;  // empty buffer for a zero-length segment
-};
+bool CopyJob::Done() const {
+  return std::all_of(transfers_.begin(), transfers_.end(),
+                     [](const device::Transfer& t) { return t.is_done(); });
+}
 
-// The Device tier over tier_cuda's transfer engine: device memory and a dedicated stream on the
-// CUDA path, host memory and a worker thread on the CPU path (identical bytes).
-class EngineDeviceTier : public DeviceTier {
- public:
-  EngineDeviceTier(std::unique_ptr<device::TransferEngine> engine, std::string path)
-      : engine_(std::move(engine)), path_(std::move(path)) {}
-
-  const char* path() const override { return path_.c_str(); }
-  std::shared_ptr<device::HostAllocator> host_allocator() override {
-    return engine_->host_allocator();
+Status CopyJob::Wait() const {
+  for (const device::Transfer& t : transfers_) {
+    const device::Status done = t.wait();
+    if (!done.ok()) return FromDevice(done, "copy");
   }
-  std::string description() const override { return engine_->description(); }
+  return Status::Ok();
+}
 
-  Result<std::unique_ptr<DeviceCopy>> Upload(const HostCopy& host) override {
-    auto copy = std::make_unique<EngineCopy>();
-    std::vector<device::Transfer> transfers;
-    for (size_t i = 0; i < host.segment_count(); ++i) {
-      const std::span<const std::byte> segment = host.segment(i);
-      if (segment.empty()) {
-        copy->segments.emplace_back();
-        continue;
-      }
-      auto buffer = engine_->allocate_device(segment.size());
-      if (!buffer.ok()) return FromDevice(buffer.status());
-      auto transfer =
-          engine_->copy_to_device(buffer.value().data(), segment.data(), segment.size());
-      if (!transfer.ok()) return FromDevice(transfer.status());
-      transfers.push_back(std::move(transfer.value()));
-      copy->segments.push_back(std::move(buffer.value()));
-    }
-    for (const device::Transfer& t : transfers) {
-      device::Status done = t.wait();
-      if (!done.ok()) return FromDevice(done);
-    }
-    return std::unique_ptr<DeviceCopy>(std::move(copy));
+Result<std::unique_ptr<DeviceTier>> DeviceTier::Create(
+    std::shared_ptr<device::TransferEngine> engine, KvPool pool) {
+  if (engine == nullptr) return Status::InvalidArgument("no transfer engine");
+  const device::Status valid = pool.layout.validate();
+  if (!valid.ok()) return Status::InvalidArgument("KV pool layout: " + valid.to_string());
+  if (pool.layout.tokens_per_page() == 0) {
+    return Status::InvalidArgument("KV pool layout: tokens_per_page is 0");
   }
-
-  Status Download(const DeviceCopy& copy, HostCopy* host) override {
-    const auto& segments = static_cast<const EngineCopy&>(copy).segments;
-    if (segments.size() != host->segment_count()) {
-      return Status(TIER_INVALID_ARGUMENT, "device copy has another segment count");
-    }
-    std::vector<device::Transfer> transfers;
-    for (size_t i = 0; i < segments.size(); ++i) {
-      if (host->segment(i).size() != segments[i].bytes()) {
-        return Status(TIER_INVALID_ARGUMENT, "device segment " + std::to_string(i) +
-                                                 " has another size than its host buffer");
-      }
-      if (segments[i].bytes() == 0) continue;
-      auto transfer =
-          engine_->copy_to_host(host->segment(i).data(), segments[i].data(), segments[i].bytes());
-      if (!transfer.ok()) return FromDevice(transfer.status());
-      transfers.push_back(std::move(transfer.value()));
-    }
-    for (const device::Transfer& t : transfers) {
-      device::Status done = t.wait();
-      if (!done.ok()) return FromDevice(done);
-    }
-    return Status::Ok();
+  if (pool.view.plane_base.size() != pool.layout.layer_count()) {
+    return Status::InvalidArgument("KV pool view has " +
+                                   std::to_string(pool.view.plane_base.size()) +
+                                   " layers, the layout " +
+                                   std::to_string(pool.layout.layer_count()));
   }
-
- private:
-  std::unique_ptr<device::TransferEngine> engine_;
-  std::string path_;
-};
-
-}  // namespace
-
-Result<std::unique_ptr<DeviceTier>> SelectDeviceTier(const std::string& preference,
-                                                     std::string* reason) {
-  auto prefer = device::parse_device_preference(preference);
-  if (!prefer.ok()) return Status(TIER_INVALID_ARGUMENT, "--device: " + prefer.status().message());
-  device::EngineOptions options;
-  options.prefer = prefer.value();
-  device::EngineSelection selection = device::select_transfer_engine(options);
-  *reason = selection.reason;
-  if (selection.engine == nullptr) {
-    return Status(TIER_UNSUPPORTED, "--device " + preference + ": " + selection.reason);
+  if (pool.main_kv_layers == 0) pool.main_kv_layers = pool.layout.layer_count();
+  if (pool.main_kv_layers > pool.layout.layer_count()) {
+    return Status::InvalidArgument("main_kv_layers " + std::to_string(pool.main_kv_layers) +
+                                   " exceeds the pool's " +
+                                   std::to_string(pool.layout.layer_count()) + " layers");
   }
-  return std::unique_ptr<DeviceTier>(
-      std::make_unique<EngineDeviceTier>(std::move(selection.engine), selection.path));
+  return std::unique_ptr<DeviceTier>(new DeviceTier(std::move(engine), std::move(pool)));
+}
+
+uint32_t DeviceTier::PagesFor(uint64_t tokens) const {
+  const uint64_t tpp = pool_.layout.tokens_per_page();
+  return static_cast<uint32_t>((tokens + tpp - 1) / tpp);
+}
+
+SegmentSpec DeviceTier::LayerSegment(uint32_t layer, uint32_t pages) const {
+  SegmentSpec spec;
+  const bool main = layer < pool_.main_kv_layers;
+  spec.kind = main ? TIER_SEGMENT_MAIN_KV : TIER_SEGMENT_SPEC_KV;
+  spec.index = main ? layer : layer - pool_.main_kv_layers;
+  spec.physical_bytes = pool_.layout.segment_bytes(layer, pages);
+  return spec;
+}
+
+Status DeviceTier::CheckPages(std::span<const uint32_t> pages, bool distinct) const {
+  std::set<uint32_t> seen;
+  for (size_t i = 0; i < pages.size(); ++i) {
+    if (pages[i] >= pool_.layout.page_count()) {
+      return Status::InvalidArgument("page id " + std::to_string(pages[i]) + " at index " +
+                                     std::to_string(i) + " is outside the pool (" +
+                                     std::to_string(pool_.layout.page_count()) + " pages)");
+    }
+    if (distinct && !seen.insert(pages[i]).second) {
+      return Status::InvalidArgument("page id " + std::to_string(pages[i]) + " appears twice");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<CopyJob> DeviceTier::ToHost(std::span<const uint32_t> pages,
+                                   std::span<const StateBuffer> state, HostCopy& dst) {
+  TIER_CHECK(dst.segment_count() >= kv_layers() + state.size());
+  CopyJob job;
+  for (uint32_t l = 0; l < kv_layers(); ++l) {
+    auto gathered = engine_->gather(pool_.layout, pool_.view, l, pages, dst.segment(l));
+    if (!gathered.ok()) return FromDevice(gathered.status(), "gather of layer " + std::to_string(l));
+    job.Add(std::move(gathered.value()));
+  }
+  for (size_t i = 0; i < state.size(); ++i) {
+    std::span<std::byte> segment = dst.segment(kv_layers() + i);
+    TIER_CHECK(segment.size() == state[i].bytes);
+    if (segment.empty()) continue;
+    auto copied = engine_->copy_to_host(segment.data(), state[i].data, state[i].bytes);
+    if (!copied.ok()) return FromDevice(copied.status(), "state to host");
+    job.Add(std::move(copied.value()));
+  }
+  return job;
+}
+
+Result<CopyJob> DeviceTier::DeviceStateToHost(const DeviceCopy& copy, HostCopy& dst) {
+  CopyJob job;
+  for (size_t i = 0; i < copy.state.size(); ++i) {
+    std::span<std::byte> segment = dst.segment(kv_layers() + i);
+    TIER_CHECK(segment.size() == copy.state[i].bytes());
+    if (segment.empty()) continue;
+    auto copied = engine_->copy_to_host(segment.data(), copy.state[i].data(), segment.size());
+    if (!copied.ok()) return FromDevice(copied.status(), "device state to host");
+    job.Add(std::move(copied.value()));
+  }
+  return job;
+}
+
+const StateBuffer* DeviceTier::Find(std::span<const StateBuffer> lane, const SegmentSpec& spec) {
+  for (const StateBuffer& b : lane) {
+    if (b.kind == spec.kind && b.index == spec.index) return &b;
+  }
+  return nullptr;
+}
+
+Result<CopyJob> DeviceTier::FromHost(const HostCopy& src, const CheckpointEntry& entry,
+                                     std::span<const uint32_t> pages,
+                                     std::span<const StateBuffer> lane) {
+  CopyJob job;
+  for (uint32_t l = 0; l < kv_layers(); ++l) {
+    auto scattered = engine_->scatter(pool_.layout, pool_.view, l, src.segment(l), pages);
+    if (!scattered.ok()) {
+      return FromDevice(scattered.status(), "scatter of layer " + std::to_string(l));
+    }
+    job.Add(std::move(scattered.value()));
+  }
+  for (size_t i = entry.kv_segments; i < entry.segments.size(); ++i) {
+    const SegmentSpec& spec = entry.segments[i];
+    if (spec.kind == TIER_SEGMENT_MANIFEST || spec.kind == TIER_SEGMENT_OTHER) continue;
+    const StateBuffer* to = Find(lane, spec);
+    if (to == nullptr || to->bytes != spec.physical_bytes) {
+      return Status::InvalidArgument("the lane has no state buffer of kind " +
+                                     std::to_string(spec.kind) + " index " +
+                                     std::to_string(spec.index) + " and " +
+                                     std::to_string(spec.physical_bytes) + " bytes");
+    }
+    if (to->bytes == 0) continue;
+    auto copied = engine_->copy_to_device(to->data, src.segment(i).data(), to->bytes);
+    if (!copied.ok()) return FromDevice(copied.status(), "state to device");
+    job.Add(std::move(copied.value()));
+  }
+  return job;
+}
+
+Result<device::Transfer> DeviceTier::DeviceToDevice(std::byte* dst, const std::byte* src,
+                                                    uint64_t bytes) {
+  // The CPU engine's device memory is host memory: its host-to-device copy is the same memcpy,
+  // in stream order. The CUDA engine has no device-to-device copy yet.
+  if (std::strcmp(engine_->path_name(), "cpu") != 0) {
+    return Status::Unsupported("device-to-device copies need the CPU engine");
+  }
+  auto copied = engine_->copy_to_device(dst, src, bytes);
+  if (!copied.ok()) return FromDevice(copied.status(), "device to device");
+  return std::move(copied.value());
+}
+
+Result<std::vector<device::DeviceBuffer>> DeviceTier::CopyStateOnDevice(
+    std::span<const StateBuffer> state, CopyJob* job) {
+  std::vector<device::DeviceBuffer> buffers;
+  for (const StateBuffer& s : state) {
+    if (s.bytes == 0) {
+      buffers.emplace_back();
+      continue;
+    }
+    auto buffer = engine_->allocate_device(s.bytes);
+    if (!buffer.ok()) return Status::NoSpace("device memory: " + buffer.status().to_string());
+    auto copied = DeviceToDevice(buffer.value().data(), s.data, s.bytes);
+    if (!copied.ok()) return copied.status();
+    job->Add(std::move(copied.value()));
+    buffers.push_back(std::move(buffer.value()));
+  }
+  return buffers;
+}
+
+Result<CopyJob> DeviceTier::StateToLane(const DeviceCopy& copy, const CheckpointEntry& entry,
+                                        std::span<const StateBuffer> lane) {
+  CopyJob job;
+  for (size_t i = 0; i < copy.state.size(); ++i) {
+    const SegmentSpec& spec = entry.segments[entry.kv_segments + i];
+    const StateBuffer* to = Find(lane, spec);
+    if (to == nullptr || to->bytes != spec.physical_bytes) {
+      return Status::InvalidArgument("the lane has no state buffer of kind " +
+                                     std::to_string(spec.kind) + " index " +
+                                     std::to_string(spec.index) + " and " +
+                                     std::to_string(spec.physical_bytes) + " bytes");
+    }
+    if (to->bytes == 0) continue;
+    auto copied = DeviceToDevice(to->data, copy.state[i].data(), to->bytes);
+    if (!copied.ok()) return copied.status();
+    job.Add(std::move(copied.value()));
+  }
+  return job;
+}
+
+void DeviceTier::Hold(std::span<const uint32_t> pages) {
+  for (uint32_t p : pages) ++held_[p];
+}
+
+std::vector<uint32_t> DeviceTier::Drop(std::span<const uint32_t> pages) {
+  std::vector<uint32_t> freed;
+  for (uint32_t p : pages) {
+    auto it = held_.find(p);
+    TIER_CHECK_MSG(it != held_.end(), "page %u dropped but not held", p);
+    if (--it->second == 0) {
+      held_.erase(it);
+      freed.push_back(p);
+    }
+  }
+  return freed;
 }
 
 }  // namespace tier

@@ -1,39 +1,94 @@
-// device_tier.h -- where the Device placement's bytes live and how they move: device memory and
-// the transfer engine's copies when a GPU is present, host memory standing in for it otherwise.
+// device_tier.h -- how checkpoint bytes move between the server's paged KV pool, its state
+// buffers, device memory the Host owns, and Host copies: tier_cuda's transfer engine (gather and
+// scatter kernels and async copies on the CUDA path, a worker thread giving identical bytes on the
+// CPU path). Everything is queued and returns a CopyJob to poll; nothing here waits.
+//
+// It also keeps the Host's page ledger: how many Device placements hold each pool page.
 #pragma once
 
+#include <tier/device/transfer_engine.h>
+#include <tier/host/host.h>
+
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "catalog.h"
-#include <tier/status.h>
-
-namespace tier::device {
-class HostAllocator;
-}
+#include "host_copy.h"
 
 namespace tier {
 
-// Blocking copies between Host segment buffers and device memory. One thread at a time.
-class DeviceTier {
+// Transfers queued together; done when every one is. Scheduler thread.
+class CopyJob {
  public:
-  virtual ~DeviceTier() = default;
-  // "cuda" or "cpu": the `path` label of tier_device_path.
-  virtual const char* path() const = 0;
-  // "GPU 0: NVIDIA ..." or "CPU reference ...", for the start-up log line.
-  virtual std::string description() const = 0;
-  // Copies every segment to the device; returns once the copy is complete.
-  virtual Result<std::unique_ptr<DeviceCopy>> Upload(const HostCopy& host) = 0;
-  // Copies a device copy back into `host`, whose segments have the uploaded sizes.
-  virtual Status Download(const DeviceCopy& copy, HostCopy* host) = 0;
-  // Where the Host tier's memory comes from: pinned on the CUDA path, page-aligned otherwise.
-  virtual std::shared_ptr<device::HostAllocator> host_allocator() = 0;
+  void Add(device::Transfer transfer) { transfers_.push_back(std::move(transfer)); }
+  bool Done() const;
+  // The first error once Done() (waits otherwise).
+  Status Wait() const;
+  bool empty() const { return transfers_.empty(); }
+  const std::vector<device::Transfer>& transfers() const { return transfers_; }
+  // One transfer the server can order its stream after (the last queued).
+  device::Transfer Last() const { return transfers_.empty() ? device::Transfer() : transfers_.back(); }
+
+ private:
+  std::vector<device::Transfer> transfers_;
 };
 
-// The engine the transfer library selects at run time for `preference` ("auto": CUDA when a
-// device is present, else the CPU reference path; "cpu"; "cuda"), with the reason for the choice
-// in `reason`. INVALID_ARGUMENT/UNSUPPORTED when "cuda" is asked for and none is usable.
-Result<std::unique_ptr<DeviceTier>> SelectDeviceTier(const std::string& preference,
-                                                     std::string* reason);
+class DeviceTier {
+ public:
+  // Validates the pool against the engine. INVALID_ARGUMENT naming what is wrong.
+  static Result<std::unique_ptr<DeviceTier>> Create(std::shared_ptr<device::TransferEngine> engine,
+                                                    KvPool pool);
+
+  const KvPool& pool() const { return pool_; }
+  device::TransferEngine& engine() { return *engine_; }
+  uint32_t kv_layers() const { return pool_.layout.layer_count(); }
+  uint32_t PagesFor(uint64_t tokens) const;
+  // The segment (kind, index) that pool layer `layer` is stored as.
+  SegmentSpec LayerSegment(uint32_t layer, uint32_t pages) const;
+  // OK when every id is < page_count (and distinct when `distinct`); else which index and id.
+  Status CheckPages(std::span<const uint32_t> pages, bool distinct) const;
+
+  // Queues the gather of `pages` into the first kv_layers() segments of `dst` and the copy of
+  // `state` into the next state.size() segments. Buffers must stay until the job is done.
+  Result<CopyJob> ToHost(std::span<const uint32_t> pages, std::span<const StateBuffer> state,
+                         HostCopy& dst);
+  // Queues a Device placement's own state buffers into `dst`'s state segments.
+  Result<CopyJob> DeviceStateToHost(const DeviceCopy& copy, HostCopy& dst);
+  // Queues the scatter of `src`'s KV segments into `pages` and its state segments into `lane`
+  // (matched by kind and index; sizes must be equal).
+  Result<CopyJob> FromHost(const HostCopy& src, const CheckpointEntry& entry,
+                           std::span<const uint32_t> pages, std::span<const StateBuffer> lane);
+  // Copies the server's state buffers into device memory the Host owns (a Device placement).
+  // UNSUPPORTED when the engine cannot copy device to device (then the seal goes to Host).
+  Result<std::vector<device::DeviceBuffer>> CopyStateOnDevice(std::span<const StateBuffer> state,
+                                                              CopyJob* job);
+  // Queues a Device placement's state into the lane's buffers (a device hit).
+  Result<CopyJob> StateToLane(const DeviceCopy& copy, const CheckpointEntry& entry,
+                              std::span<const StateBuffer> lane);
+
+  // The page ledger. Hold adds one reference per page; Drop removes one and returns the pages
+  // whose last reference went (the server may reuse them).
+  void Hold(std::span<const uint32_t> pages);
+  std::vector<uint32_t> Drop(std::span<const uint32_t> pages);
+  uint64_t held_pages() const { return held_.size(); }
+
+ private:
+  DeviceTier(std::shared_ptr<device::TransferEngine> engine, KvPool pool)
+      : engine_(std::move(engine)), pool_(std::move(pool)) {}
+  // The lane buffer for state segment `spec`, or nullptr.
+  static const StateBuffer* Find(std::span<const StateBuffer> lane, const SegmentSpec& spec);
+  Result<device::Transfer> DeviceToDevice(std::byte* dst, const std::byte* src, uint64_t bytes);
+
+  std::shared_ptr<device::TransferEngine> engine_;
+  KvPool pool_;
+  std::map<uint32_t, uint32_t> held_;  // page -> references
+};
+
+// Maps a device-layer error to a status that says where it came from.
+Status FromDevice(const device::Status& status, const std::string& what);
 
 }  // namespace tier

@@ -1,5 +1,7 @@
 #include <tier/host/provider_instance.h>
 
+#include <algorithm>
+#include <chrono>
 #include <future>
 
 namespace tier {
@@ -47,7 +49,7 @@ Status Submit(SubmitFn fn, tier_instance* instance, const tier_key& key,
   return Status::Ok();
 }
 
-Completion Wait(const std::function<Status(ProviderInstance::Done)>& submit) {
+Completion Wait(const std::function<Status(ProviderInstance::Done)>& submit, uint64_t timeout_ns) {
   auto promise = std::make_shared<std::promise<Completion>>();
   auto future = promise->get_future();
   Status accepted = submit([promise](const Completion& c) { promise->set_value(c); });
@@ -55,6 +57,12 @@ Completion Wait(const std::function<Status(ProviderInstance::Done)>& submit) {
     Completion refused;
     refused.status = accepted;
     return refused;
+  }
+  if (future.wait_for(std::chrono::nanoseconds(timeout_ns)) != std::future_status::ready) {
+    Completion late;
+    late.status = Status::IoError("no completion from the provider within " +
+                                  std::to_string(timeout_ns / 1000000) + " ms");
+    return late;
   }
   return future.get();
 }
@@ -129,24 +137,99 @@ Result<StatResult> ProviderInstance::Stat(const tier_key& key) const {
   return Status(TIER_BUSY, "segment table kept changing during stat");
 }
 
+// Counts the operation as outstanding until its completion has run.
+ProviderInstance::Done Counted(std::shared_ptr<std::atomic<uint64_t>> outstanding,
+                               ProviderInstance::Done done) {
+  ++*outstanding;
+  return [outstanding, done = std::move(done)](const Completion& c) {
+    done(c);
+    --*outstanding;
+  };
+}
+
 Status ProviderInstance::Spill(const tier_key& key, std::span<const tier_segment> segments,
                                Done done) {
-  return Submit(library_->table()->spill, instance_, key, segments, std::move(done));
+  Status accepted = Submit(library_->table()->spill, instance_, key, segments,
+                           Counted(outstanding_, std::move(done)));
+  if (!accepted.ok()) --*outstanding_;
+  return accepted;
 }
 
 Status ProviderInstance::Restore(const tier_key& key, std::span<const tier_segment> segments,
                                  Done done) {
-  return Submit(library_->table()->restore, instance_, key, segments, std::move(done));
+  Status accepted = Submit(library_->table()->restore, instance_, key, segments,
+                           Counted(outstanding_, std::move(done)));
+  if (!accepted.ok()) --*outstanding_;
+  return accepted;
 }
 
 Completion ProviderInstance::SpillAndWait(const tier_key& key,
-                                          std::span<const tier_segment> segments) {
-  return Wait([&](Done done) { return Spill(key, segments, std::move(done)); });
+                                          std::span<const tier_segment> segments,
+                                          uint64_t timeout_ns) {
+  return Wait([&](Done done) { return Spill(key, segments, std::move(done)); }, timeout_ns);
 }
 
 Completion ProviderInstance::RestoreAndWait(const tier_key& key,
-                                            std::span<const tier_segment> segments) {
-  return Wait([&](Done done) { return Restore(key, segments, std::move(done)); });
+                                            std::span<const tier_segment> segments,
+                                            uint64_t timeout_ns) {
+  return Wait([&](Done done) { return Restore(key, segments, std::move(done)); }, timeout_ns);
+}
+
+bool ProviderInstance::has_probe() const {
+  return library_->HasSlot(offsetof(tier_provider, probe), sizeof(void*));
+}
+
+Result<std::vector<uint8_t>> ProviderInstance::Probe(std::span<const tier_key> keys) const {
+  if (!has_probe()) return Status::Unsupported(std::string(library_->name()) + ": no probe");
+  if (instance_ == nullptr) return Status::InvalidArgument("instance is closed");
+  std::vector<uint8_t> found(keys.size(), 0);
+  for (size_t first = 0; first < keys.size(); first += TIER_PROBE_MAX_KEYS) {
+    const uint32_t count =
+        static_cast<uint32_t>(std::min<size_t>(TIER_PROBE_MAX_KEYS, keys.size() - first));
+    tier_error error{};
+    const tier_status code =
+        library_->table()->probe(instance_, keys.data() + first, count, found.data() + first, &error);
+    if (code != TIER_OK) return FromError(code, error);
+  }
+  for (uint8_t& f : found) f = f != 0 ? 1 : 0;
+  return found;
+}
+
+EntryCopy EntryCopy::Of(const tier_entry& entry) {
+  EntryCopy copy;
+  copy.key = entry.key;
+  copy.logical_bytes = entry.logical_bytes;
+  copy.stored_bytes = entry.stored_bytes;
+  if (entry.segments != nullptr) {
+    copy.segments.assign(entry.segments, entry.segments + entry.segment_count);
+  }
+  copy.has_manifest = entry.manifest != nullptr;
+  if (copy.has_manifest) {
+    const auto* bytes = static_cast<const std::byte*>(entry.manifest);
+    copy.manifest.assign(bytes, bytes + entry.manifest_bytes);
+  }
+  if (TIER_HAS_FIELD(&entry, tier_entry, created_unix_ns)) {
+    copy.created_unix_ns = entry.created_unix_ns;
+  }
+  if (TIER_HAS_FIELD(&entry, tier_entry, last_used_unix_ns)) {
+    copy.last_used_unix_ns = entry.last_used_unix_ns;
+  }
+  return copy;
+}
+
+tier_entry EntryCopy::view() const {
+  tier_entry entry{};
+  entry.struct_size = sizeof(entry);
+  entry.segment_count = static_cast<uint32_t>(segments.size());
+  entry.key = key;
+  entry.logical_bytes = logical_bytes;
+  entry.stored_bytes = stored_bytes;
+  entry.segments = segments.data();
+  entry.manifest = has_manifest ? manifest.data() : nullptr;
+  entry.manifest_bytes = manifest.size();
+  entry.created_unix_ns = created_unix_ns;
+  entry.last_used_unix_ns = last_used_unix_ns;
+  return entry;
 }
 
 Status ProviderInstance::Remove(const tier_key& key) {

@@ -1,5 +1,6 @@
 #include "server_metrics.h"
 
+#include <string_view>
 #include <utility>
 
 namespace tier {
@@ -22,6 +23,8 @@ const char* RootReasonName(RootReason reason) {
       return "stale_plan";
     case RootReason::kRestoreFailed:
       return "restore_failed";
+    case RootReason::kTimeout:
+      return "timeout";
   }
   return "unknown";
 }
@@ -70,9 +73,6 @@ ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
   // Every pair the planner can produce exists from the start (at zero), so rate() and the
   // dashboards see a series before the first transition of each kind.
   for (const auto& [from, to] : kTransitionPairs) registry->Series(transitions_, {from, to});
-  prefill_saved_ = registry->Series(registry->Counter(
-      "tier_prefill_saved_seconds_total",
-      "Prefill seconds avoided by reusing checkpoints, net of restore and transfer time."));
   spill_failures_ = registry->Counter(
       "tier_spill_failures_total",
       "Host-to-cold spills that failed, by what the planner did (kept_host or dropped).",
@@ -86,9 +86,16 @@ ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
   readopted_ = registry->Series(registry->Counter(
       "tier_readopted_checkpoints_total",
       "Cold checkpoints re-adopted into the catalog at start (survivors of a restart)."));
-  ttft_ = registry->Series(registry->Histogram(
-      "tier_ttft_seconds", "Time to first token per request (virtual clock of the replay).", {},
-      {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120}));
+  MetricFamily* prefetches = registry->Counter(
+      "tier_prefetches_total",
+      "Prefetch hints that started a Cold -> Host restore (issued), whose checkpoint a request then "
+      "found in Host (used), or that left Host unused (wasted).",
+      {"result"});
+  const char* const kPrefetchResults[] = {"issued", "used", "wasted"};
+  for (int i = 0; i < 3; ++i) prefetches_[i] = registry->Series(prefetches, {kPrefetchResults[i]});
+  prefetch_hidden_ = registry->Series(registry->Counter(
+      "tier_prefetch_hidden_seconds_total",
+      "Cold restore time that prefetches took off the requests that used them."));
   MetricFamily* entries = registry->Gauge("tier_catalog_entries",
                                           "Checkpoints with a placement in each tier.", {"tier"});
   MetricFamily* bytes = registry->Gauge(
@@ -117,10 +124,6 @@ void ServerMetrics::Transition(const char* from, const char* to) {
   registry_->Series(transitions_, {from, to})->Add(1);
 }
 
-void ServerMetrics::PrefillSavedSeconds(double seconds) {
-  prefill_saved_->Add(seconds);
-}
-
 void ServerMetrics::SpillFailure(const char* action) {
   registry_->Series(spill_failures_, {action})->Add(1);
 }
@@ -133,8 +136,13 @@ void ServerMetrics::Readopted(uint64_t entries) {
   readopted_->Add(static_cast<double>(entries));
 }
 
-void ServerMetrics::Ttft(double seconds) {
-  ttft_->Observe(seconds);
+void ServerMetrics::Prefetch(const char* result) {
+  const int slot = std::string_view(result) == "issued" ? 0 : std::string_view(result) == "used" ? 1 : 2;
+  prefetches_[slot]->Add(1);
+}
+
+void ServerMetrics::PrefetchHiddenSeconds(double seconds) {
+  prefetch_hidden_->Add(seconds);
 }
 
 void ServerMetrics::SetCatalog(const Catalog& catalog, uint64_t cold_capacity_bytes) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@
 
 namespace tier {
 namespace {
+
+uint64_t g_timeout_ns = ProviderInstance::kDefaultWaitNs;  // the deadline of this check's waits
 
 struct CheckSegment {
   tier_segment_kind kind;
@@ -113,10 +116,10 @@ int CountListed(ProviderInstance& instance, const tier_key& key, bool* manifest_
   return listed;
 }
 
-void CheckAbsentTier(ProviderInstance& instance, const tier_key& key, Reporter& report) {
-  Checkpoint checkpoint(key);
+void CheckAbsentTier(ProviderInstance& instance, const tier_key& key, Checkpoint& checkpoint,
+                     Reporter& report) {
   auto segments = checkpoint.Segments(false);
-  Completion spill = instance.SpillAndWait(key, segments);
+  Completion spill = instance.SpillAndWait(key, segments, g_timeout_ns);
   report.Step("spill", spill.status.code() == TIER_NO_SPACE,
               "declined: " + spill.status.ToString());
   auto stat = instance.Stat(key);
@@ -129,7 +132,7 @@ void CheckAbsentTier(ProviderInstance& instance, const tier_key& key, Reporter& 
                               tier_reason_name(plan.value().reason) + ")"
                         : plan.status().ToString());
   auto restore_segments = checkpoint.Segments(true);
-  Completion restore = instance.RestoreAndWait(key, restore_segments);
+  Completion restore = instance.RestoreAndWait(key, restore_segments, g_timeout_ns);
   report.Step("restore", restore.status.code() == TIER_NOT_FOUND, restore.status.ToString());
   bool manifest_ok = false;
   std::string error;
@@ -140,10 +143,10 @@ void CheckAbsentTier(ProviderInstance& instance, const tier_key& key, Reporter& 
   report.Step("remove", removed.code() == TIER_NOT_FOUND, removed.ToString());
 }
 
-void CheckStoringTier(ProviderInstance& instance, const tier_key& key, Reporter& report) {
-  Checkpoint checkpoint(key);
+void CheckStoringTier(ProviderInstance& instance, const tier_key& key, Checkpoint& checkpoint,
+                      Reporter& report) {
   auto segments = checkpoint.Segments(false);
-  Completion spill = instance.SpillAndWait(key, segments);
+  Completion spill = instance.SpillAndWait(key, segments, g_timeout_ns);
   report.Step("spill", spill.status.ok() && spill.logical_bytes == checkpoint.logical_bytes(),
               spill.status.ok() ? std::to_string(segments.size()) + " segments, " +
                                       FormatBytes(spill.logical_bytes) + " logical, " +
@@ -175,7 +178,7 @@ void CheckStoringTier(ProviderInstance& instance, const tier_key& key, Reporter&
                             : too_slow.status().ToString());
 
   auto restore_segments = checkpoint.Segments(true);
-  Completion restore = instance.RestoreAndWait(key, restore_segments);
+  Completion restore = instance.RestoreAndWait(key, restore_segments, g_timeout_ns);
   const int mismatch = restore.status.ok() ? checkpoint.FirstMismatch() : -1;
   report.Step("restore", restore.status.ok() && mismatch < 0,
               !restore.status.ok() ? restore.status.ToString()
@@ -206,7 +209,8 @@ void CheckStoringTier(ProviderInstance& instance, const tier_key& key, Reporter&
 
 }  // namespace
 
-bool RunProviderCheck(ProviderInstance& instance, std::ostream& out) {
+bool RunProviderCheck(ProviderInstance& instance, std::ostream& out, uint64_t timeout_ns) {
+  g_timeout_ns = timeout_ns;
   Reporter report(out);
   auto info = instance.Info();
   auto stats = instance.Stats();
@@ -226,10 +230,21 @@ bool RunProviderCheck(ProviderInstance& instance, std::ostream& out) {
       stats.value().capacity_bytes == 0 || (i.capabilities & TIER_CAP_ZERO_CAPACITY) != 0;
   const tier_key key = KeyFromText("tier-host --check " + std::to_string(::getpid()) + " " +
                                    std::to_string(MonotonicNs()));
+  // The buffers are borrowed by the provider until each operation completes: one that never
+  // completes keeps them (leaked below), and the instance is abandoned, never closed (close would
+  // wait for the operation forever).
+  auto checkpoint = std::make_unique<Checkpoint>(key);
   if (absent) {
-    CheckAbsentTier(instance, key, report);
+    CheckAbsentTier(instance, key, *checkpoint, report);
   } else {
-    CheckStoringTier(instance, key, report);
+    CheckStoringTier(instance, key, *checkpoint, report);
+  }
+  if (instance.outstanding() > 0) {
+    out << "check FAILED: " << instance.outstanding() << " operation(s) of "
+        << instance.library().name() << " never completed; the instance is abandoned\n";
+    (void)checkpoint.release();
+    instance.Abandon();
+    return false;
   }
   if (report.failures() > 0) {
     out << "check FAILED: " << report.failures() << " step(s) did not behave as "

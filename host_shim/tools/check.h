@@ -10,6 +10,6 @@ namespace tier {
 // Spills, stats, plans, restores (byte-exact), enumerates and removes one small multi-segment
 // checkpoint; a provider with capacity 0 must instead decline every step cleanly. Writes one line
 // per step to `out`. Returns true when the provider behaved as it claims. Caller's thread.
-bool RunProviderCheck(ProviderInstance& instance, std::ostream& out);
+bool RunProviderCheck(ProviderInstance& instance, std::ostream& out, uint64_t timeout_ns);
 
 }  // namespace tier

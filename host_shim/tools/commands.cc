@@ -1,108 +1,128 @@
 #include "commands.h"
 
 #include <signal.h>
+#include <tier/device/engine_select.h>
+#include <tier/host/cost_model.h>
+#include <tier/host/host.h>
+#include <tier/host/host_services.h>
+#include <tier/host/log.h>
+#include <tier/host/metrics_registry.h>
+#include <tier/host/metrics_server.h>
+#include <tier/host/plugin_loader.h>
+#include <tier/host/provider_instance.h>
 
+#include <atomic>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 
 #include "check.h"
-#include "cold_tier.h"
-#include <tier/host/cost_model.h>
-#include "device_tier.h"
-#include <tier/host/host_services.h>
-#include <tier/host/log.h>
-#include <tier/host/metrics_registry.h>
-#include <tier/host/metrics_server.h>
-#include "planner.h"
-#include <tier/host/plugin_loader.h>
-#include <tier/host/provider_instance.h>
+#include "kv_pool.h"
 #include "replay.h"
 #include "report.h"
-#include "server_metrics.h"
 
 namespace tier {
 namespace {
+
+std::atomic<bool> g_stop{false};
+
+void OnStopSignal(int) {
+  g_stop.store(true);
+  ::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "tier-host: %s\n", message.c_str());
   return code;
 }
 
-// One loaded and opened provider.
-struct OpenProvider {
-  std::shared_ptr<PluginLibrary> library;
-  std::unique_ptr<ProviderInstance> instance;
-};
-
-Result<OpenProvider> LoadAndOpen(const std::string& plugin, const ProviderOptions& options,
-                                 const HostServices& host, const std::string& namespace_id) {
-  const std::string path = ResolvePluginPath(plugin);
-  auto library = PluginLibrary::Load(path, host.table());
-  if (!library.ok()) return library.status();
-  auto instance = ProviderInstance::Open(library.value(), host.table(), namespace_id, options);
-  if (!instance.ok()) {
-    return Status(instance.status().code(), std::string("cannot open the ") +
-                                                library.value()->name() + " provider (" + path +
-                                                "): " + instance.status().ToString());
+// The simulator's pool is host memory it writes directly: the replay runs on the CPU engine (a
+// real server hands its own engine and pool to Host::Open).
+Result<std::shared_ptr<device::TransferEngine>> SimulatorEngine(const std::string& device) {
+  if (device == "cuda") {
+    return Status::Unsupported(
+        "--device cuda: the replay's simulated pool lives in host memory; it runs on the CPU "
+        "path (a server on a GPU passes its own engine to Host::Open)");
   }
-  OpenProvider open;
-  open.library = library.take();
-  open.instance = instance.take();
-  return open;
+  device::EngineOptions options;
+  options.prefer = device::DevicePreference::kCpu;
+  device::EngineSelection selection = device::select_transfer_engine(options);
+  if (selection.engine == nullptr) return Status::Unsupported("cpu engine: " + selection.reason);
+  return std::shared_ptr<device::TransferEngine>(std::move(selection.engine));
 }
 
-// One replay of `workload` against one provider, with its own catalog and planner.
-Result<ReplayReport> ReplayOnce(const ServerConfig& config, const ReplayConfig& replay_config,
-                                const ModelProfile& profile, const Workload& workload,
-                                const std::string& plugin, const ProviderOptions& options,
-                                const std::string& namespace_id, MetricsRegistry* metrics,
-                                DeviceTier* device, const MetricsServer* server = nullptr) {
-  HostServices host(metrics);
-  ServerMetrics server_metrics(metrics);
-  server_metrics.SetDevicePath(device->path());
-  auto provider = LoadAndOpen(plugin, options, host, namespace_id);
-  if (!provider.ok()) return provider.status();
-  ProviderInstance& instance = *provider.value().instance;
-  ColdTier cold(&instance);
-  CostModel cost(profile);
-  PlannerConfig planner_config;
-  planner_config.namespace_id = namespace_id;
-  planner_config.device_capacity_bytes = config.device_kv_mib << 20;
-  planner_config.host_capacity_bytes = config.host_kv_mib << 20;
-  planner_config.bytes_scale = config.bytes_scale;
-  Planner planner(planner_config, cost, device, &cold, &server_metrics);
-  Status started = planner.Start();
-  if (!started.ok())
-    return Status(started.code(), "re-adopting cold checkpoints: " + started.ToString());
-  auto info = instance.Info();
-  const std::string name = instance.library().name();
+struct RunInputs {
+  const ServerConfig* config;
+  const ReplayConfig* replay;
+  const ModelProfile* profile;
+  const Workload* workload;
+  std::string plugin;
+  ProviderOptions options;
+  std::string namespace_id;
+  MetricsRegistry* metrics;
+  const MetricsServer* server = nullptr;
+};
+
+void WaitForScrape(const RunInputs& in) {
+  if (in.server == nullptr || in.replay->wait_for_scrape_s <= 0) return;
+  // Every series exists now: let a scraper record them at zero before the replay moves them.
+  const uint64_t started = in.server->scrapes_started();
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%g", in.replay->wait_for_scrape_s);
   Log(TIER_LOG_INFO,
-      "replay: " + workload.name + " (" + std::to_string(workload.requests.size()) +
-          " requests) with the " + name + " provider" +
-          (info.ok() && info.value().io_path ? std::string(", io path ") + info.value().io_path
-                                             : std::string()) +
-          ", namespace " + namespace_id);
-  if (server != nullptr && replay_config.wait_for_scrape_s > 0) {
-    // Every series exists now: let a scraper record them at zero before the replay moves them.
-    const uint64_t started = server->scrapes_started();
-    char seconds[32];
-    std::snprintf(seconds, sizeof(seconds), "%g", replay_config.wait_for_scrape_s);
-    Log(TIER_LOG_INFO, std::string("waiting up to ") + seconds +
-                           " s for /metrics to be scraped (--wait-for-scrape)");
-    const auto timeout =
-        std::chrono::milliseconds(static_cast<int64_t>(replay_config.wait_for_scrape_s * 1000.0));
-    if (!server->WaitForScrapeStartedAfter(started, timeout)) {
-      Log(TIER_LOG_WARN, "no scrape of /metrics within --wait-for-scrape; replaying anyway");
-    }
+      std::string("waiting up to ") + seconds + " s for /metrics to be scraped (--wait-for-scrape)");
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(in.replay->wait_for_scrape_s * 1000.0));
+  if (!in.server->WaitForScrapeStartedAfter(started, timeout)) {
+    Log(TIER_LOG_WARN, "no scrape of /metrics within --wait-for-scrape; replaying anyway");
   }
-  ReplayOptions options_run;
-  options_run.max_concurrency = config.max_concurrency;
-  options_run.progress = replay_config.progress;
-  options_run.label = name;
-  ReplayReport report = RunReplay(workload, planner, cost, &server_metrics, &cold, options_run);
-  report.provider = name;
-  instance.Close();
+}
+
+// One replay of the workload against one provider, with its own Host (catalog, tiers) and pool.
+Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
+  const ServerConfig& config = *in.config;
+  auto engine = SimulatorEngine(config.device);
+  if (!engine.ok()) return engine.status();
+  const uint64_t device_bytes = config.device_kv_mib << 20;
+  auto pool = sim::KvPool::Create(
+      engine.value().get(), *in.profile, config.bytes_scale,
+      sim::ReplayPoolPages(*in.workload, *in.profile, config.bytes_scale, device_bytes,
+                           config.max_concurrency));
+  if (!pool.ok()) return pool.status();
+  HostOptions options;
+  options.plugin = in.plugin;
+  options.provider_options = in.options;
+  options.namespace_id = in.namespace_id;
+  options.profile = *in.profile;
+  options.pool = pool.value()->view();
+  options.engine = engine.value();
+  options.device_capacity_bytes = device_bytes;
+  options.host_capacity_bytes = config.host_kv_mib << 20;
+  options.bytes_scale = config.bytes_scale;
+  options.metrics = in.metrics;
+  options.policy = config.policy;
+  options.provider_timeout_ns = static_cast<uint64_t>(config.provider_timeout_s * 1e9);
+  auto host = Host::Open(std::move(options));
+  if (!host.ok()) return host.status();
+  const std::string io_path = host.value()->provider_io_path();
+  Log(TIER_LOG_INFO, "replay: " + in.workload->name + " (" +
+                         std::to_string(in.workload->requests.size()) + " requests) with the " +
+                         host.value()->provider_name() + " provider" +
+                         (io_path.empty() ? std::string() : ", io path " + io_path) +
+                         ", namespace " + in.namespace_id + ", policy " +
+                         PolicyName(config.policy));
+  WaitForScrape(in);
+  sim::ReplayOptions run;
+  run.max_concurrency = config.max_concurrency;
+  run.progress = in.replay->progress;
+  run.label = host.value()->provider_name();
+  run.prefetch_lead_s = in.replay->prefetch_lead_s;
+  run.stop = &g_stop;
+  CostModel cost(*in.profile);
+  sim::ReplayReport report =
+      sim::RunReplay(*in.workload, *host.value(), *pool.value(), cost, in.metrics, run);
+  report.provider = host.value()->provider_name();
+  host.value().reset();  // closes the provider before the pool goes
   return report;
 }
 
@@ -114,6 +134,17 @@ void WaitForSignal() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   int signal_number = 0;
   sigwait(&set, &signal_number);
+}
+
+Result<Workload> LoadWorkload(const ReplayConfig& replay) {
+  if (!replay.trace.empty() || replay.workload == "trace") {
+    if (replay.trace.empty()) return Status::InvalidArgument("--workload trace needs --trace FILE");
+    return LoadMooncakeTrace(replay.trace, replay.trace_time_scale);
+  }
+  AgentsWorkloadOptions agents;
+  agents.sessions = replay.sessions;
+  agents.seed = replay.seed;
+  return GenerateAgentsWorkload(agents);
 }
 
 }  // namespace
@@ -133,42 +164,32 @@ int RunCheckCommand(const ServerConfig& config) {
     return Fail(kExitUsage, std::string("cannot open the ") + library.value()->name() +
                                 " provider: " + instance.status().ToString());
   }
-  const bool passed = RunProviderCheck(*instance.value(), std::cout);
-  instance.value()->Close();
+  const uint64_t timeout_ns = static_cast<uint64_t>(config.provider_timeout_s * 1e9);
+  const bool passed = RunProviderCheck(*instance.value(), std::cout, timeout_ns);
+  instance.value()->Close();  // a no-op when the check abandoned a stuck instance
+  if (!passed && instance.value()->outstanding() > 0) {
+    // The provider still owns borrowed buffers and threads: leave without unloading it.
+    (void)instance.value().release();
+    std::cout.flush();
+    std::_Exit(kExitFailed);
+  }
   return passed ? kExitOk : kExitFailed;
 }
 
 int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_config) {
   auto profile = LoadModelProfile(ResolveProfilePath(config.model_profile));
   if (!profile.ok()) return Fail(kExitUsage, profile.status().message());
-  Workload workload;
-  if (!replay_config.trace.empty() || replay_config.workload == "trace") {
-    if (replay_config.trace.empty()) return Fail(kExitUsage, "--workload trace needs --trace FILE");
-    auto loaded = LoadMooncakeTrace(replay_config.trace, replay_config.trace_time_scale);
-    if (!loaded.ok()) return Fail(kExitUsage, loaded.status().message());
-    workload = loaded.take();
-  } else {
-    AgentsWorkloadOptions agents;
-    agents.sessions = replay_config.sessions;
-    agents.seed = replay_config.seed;
-    workload = GenerateAgentsWorkload(agents);
-  }
+  auto workload = LoadWorkload(replay_config);
+  if (!workload.ok()) return Fail(kExitUsage, workload.status().message());
   auto choice = ChooseProvider(config);
   if (!choice.ok()) return Fail(kExitUsage, choice.status().message());
+  if (replay_config.wait_for_scrape_s > 0 && config.metrics_addr.empty()) {
+    return Fail(kExitUsage, "--wait-for-scrape needs --metrics-addr HOST:PORT");
+  }
   const std::string namespace_id =
       !config.namespace_id.empty()
           ? config.namespace_id
           : profile.value().LayoutFingerprint() + "/scale" + std::to_string(config.bytes_scale);
-
-  std::string device_reason;
-  auto device = SelectDeviceTier(config.device, &device_reason);
-  if (!device.ok()) return Fail(kExitUsage, device.status().message());
-  Log(TIER_LOG_INFO, std::string("device path: ") + device.value()->path() + " (" +
-                         device.value()->description() + "; " + device_reason + ")");
-
-  if (replay_config.wait_for_scrape_s > 0 && config.metrics_addr.empty()) {
-    return Fail(kExitUsage, "--wait-for-scrape needs --metrics-addr HOST:PORT");
-  }
   MetricsRegistry metrics;
   std::unique_ptr<MetricsServer> server;
   if (!config.metrics_addr.empty()) {
@@ -179,32 +200,43 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
                            config.metrics_addr.substr(0, config.metrics_addr.rfind(':')) + ":" +
                            std::to_string(server->port()) + "/metrics");
   }
-  auto run = ReplayOnce(config, replay_config, profile.value(), workload, choice.value().plugin,
-                        choice.value().options, namespace_id, &metrics, device.value().get(),
-                        server.get());
+  g_stop.store(false);
+  ::signal(SIGINT, OnStopSignal);
+  ::signal(SIGTERM, OnStopSignal);
+  RunInputs in{&config,          &replay_config,           &profile.value(), &workload.value(),
+               choice.value().plugin, choice.value().options, namespace_id,     &metrics,
+               server.get()};
+  auto run = ReplayOnce(in);
   if (!run.ok()) return Fail(kExitUsage, run.status().message());
-  std::unique_ptr<ReplayReport> compare;
-  if (replay_config.compare_null) {
+  std::unique_ptr<sim::ReplayReport> compare;
+  if (replay_config.compare_null && !g_stop.load()) {
     MetricsRegistry null_metrics;  // the comparison run stays out of /metrics
-    auto null_run = ReplayOnce(config, replay_config, profile.value(), workload, "null", {},
-                               namespace_id, &null_metrics, device.value().get());
+    RunInputs null_in = in;
+    null_in.plugin = "null";
+    null_in.options = {};
+    null_in.metrics = &null_metrics;
+    null_in.server = nullptr;
+    auto null_run = ReplayOnce(null_in);
     if (!null_run.ok()) return Fail(kExitUsage, null_run.status().message());
-    compare = std::make_unique<ReplayReport>(null_run.take());
+    compare = std::make_unique<sim::ReplayReport>(null_run.take());
   }
-  PrintReport(std::cout, run.value(), compare.get());
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  sim::PrintReport(std::cout, run.value(), compare.get());
   if (!replay_config.report_json.empty()) {
-    Status written = WriteReportJson(replay_config.report_json, run.value(), compare.get());
+    Status written = sim::WriteReportJson(replay_config.report_json, run.value(), compare.get());
     if (!written.ok()) return Fail(kExitFailed, written.message());
   }
-  if (replay_config.linger && server) {
+  if (replay_config.linger && server && !g_stop.load()) {
     Log(TIER_LOG_INFO, "replay done; serving /metrics until SIGINT or SIGTERM (--linger)");
     WaitForSignal();
   }
-  const ReplayReport& r = run.value();
+  const sim::ReplayReport& r = run.value();
   if (!r.restore_exact) return Fail(kExitFailed, "a restored checkpoint did not match its bytes");
   if (r.provider_calls_outside_admission != 0) {
     return Fail(kExitFailed, "provider I/O happened outside admission and pressure");
   }
+  if (r.interrupted) return Fail(kExitInterrupted, "interrupted: the report covers the requests completed");
   return kExitOk;
 }
 

@@ -8,6 +8,7 @@ namespace tier {
 constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;  // the provider misbehaved / the job failed
 constexpr int kExitUsage = 2;   // bad flags, a plugin that cannot load or open
+constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM stopped a replay (partial report)
 
 // --check: exercise one provider through every ABI operation.
 int RunCheckCommand(const ServerConfig& config);

@@ -50,6 +50,22 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
   app.add_option("--log-level", c.log_level, "debug, info, warn or error")
       ->capture_default_str()
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+  app.add_option_function<std::string>(
+         "--policy",
+         [&c](const std::string& text) {
+           auto policy = ParsePolicy(text);
+           if (!policy.ok()) throw CLI::ValidationError("--policy", policy.status().message());
+           c.policy = policy.value();
+         },
+         "Order in which checkpoints leave Device, Host and Cold: value (prefill time saved per "
+         "byte, aged by recency; the default), lru or gdsf (baselines)")
+      ->type_name("value|lru|gdsf")
+      ->default_str("value");
+  app.add_option("--provider-timeout-s", c.provider_timeout_s,
+                 "Deadline of every provider operation; past it the request prefills from the "
+                 "root (reason timeout) and the operation's buffers stay pinned until it ends")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 3600.0));
   app.add_flag(
       "--check", c.check,
       "Load and open the provider, print its name, version and negotiated ABI, then "
@@ -89,6 +105,13 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
       .add_option("--wait-for-scrape", c.wait_for_scrape_s,
                   "With --metrics-addr: before replaying, wait up to SECONDS for /metrics to be "
                   "scraped once, so a Prometheus sees every counter start from zero")
+      ->type_name("SECONDS")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  replay
+      .add_option("--prefetch-lead-s", c.prefetch_lead_s,
+                  "Agents: send each turn's prefetch hint this long before the turn (the "
+                  "framework saw its tool's result); 0 turns hints off")
       ->type_name("SECONDS")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <tier/host/host.h>
 #include <tier/host/provider_instance.h>
 #include <tier/status.h>
 
@@ -30,6 +31,8 @@ struct ServerConfig {
   std::string namespace_id;     // --namespace ("" = derived from the model profile)
   std::string log_level = "info";
   bool check = false;
+  Policy policy = Policy::kValue;  // --policy value|lru|gdsf
+  double provider_timeout_s = 30;  // --provider-timeout-s: every provider operation's deadline
 };
 
 struct ReplayConfig {
@@ -43,6 +46,7 @@ struct ReplayConfig {
   bool progress = true;
   bool linger = false;
   double wait_for_scrape_s = 0;  // --wait-for-scrape SECONDS (0 = start at once)
+  double prefetch_lead_s = 3;    // --prefetch-lead-s: hint this long before a turn (0 = off)
 };
 
 // Registers the server flags on `app` (writing into `config`).

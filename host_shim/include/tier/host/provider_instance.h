@@ -1,6 +1,8 @@
 // provider_instance.h -- a C++ handle on one opened provider instance (RAII over open/close).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -29,6 +31,23 @@ struct StatResult {
   std::vector<tier_segment_info> segments;
 };
 
+// An owned copy of what enumerate reported for one checkpoint (the tier_entry pointers are
+// borrowed for the callback only). The 1.1 times are 0 when the provider did not set them.
+struct EntryCopy {
+  tier_key key{};
+  uint64_t logical_bytes = 0;
+  uint64_t stored_bytes = 0;
+  std::vector<tier_segment_info> segments;
+  std::vector<std::byte> manifest;
+  bool has_manifest = false;
+  uint64_t created_unix_ns = 0;
+  uint64_t last_used_unix_ns = 0;
+
+  static EntryCopy Of(const tier_entry& entry);
+  // A tier_entry pointing into this copy (valid while it lives).
+  tier_entry view() const;
+};
+
 // Thread-safe like the provider itself: any method from any thread, except Close()/destruction,
 // which must not race with other calls. Callbacks run on provider threads.
 class ProviderInstance {
@@ -54,10 +73,25 @@ class ProviderInstance {
   // Asynchronous: on OK, `done` runs exactly once (maybe before the call returns); otherwise never.
   Status Spill(const tier_key& key, std::span<const tier_segment> segments, Done done);
   Status Restore(const tier_key& key, std::span<const tier_segment> segments, Done done);
-  // Blocking forms: submit and wait for the completion (a refusal becomes the completion).
-  Completion SpillAndWait(const tier_key& key, std::span<const tier_segment> segments);
-  Completion RestoreAndWait(const tier_key& key, std::span<const tier_segment> segments);
+  // Blocking forms for tools: submit and wait for the completion (a refusal becomes the
+  // completion) at most `timeout_ns`. Past it the completion says so (IO_ERROR, timed out) and
+  // the buffers stay borrowed by the provider: the caller must then keep them alive (leak them)
+  // and not close this instance (abandon it, Close() would wait for the operation).
+  Completion SpillAndWait(const tier_key& key, std::span<const tier_segment> segments,
+                          uint64_t timeout_ns = kDefaultWaitNs);
+  Completion RestoreAndWait(const tier_key& key, std::span<const tier_segment> segments,
+                            uint64_t timeout_ns = kDefaultWaitNs);
+  static constexpr uint64_t kDefaultWaitNs = 30ull * 1000 * 1000 * 1000;
+  // Accepted spills and restores whose completion has not run yet. Any thread.
+  uint64_t outstanding() const { return outstanding_->load(); }
+  // Leaves the provider instance open and never calls it again (a provider stuck in an
+  // operation: closing would wait for it forever). Owner's thread.
+  void Abandon() { instance_ = nullptr; }
   Status Remove(const tier_key& key);
+  // ABI 1.1 probe, in batches of TIER_PROBE_MAX_KEYS: found[i] is 1 when keys[i] is stored.
+  // UNSUPPORTED when the provider has no probe slot. May block (a network store).
+  Result<std::vector<uint8_t>> Probe(std::span<const tier_key> keys) const;
+  bool has_probe() const;
   // `visit` returns false to stop early. Runs on the calling thread.
   Status Enumerate(const std::function<bool(const tier_entry&)>& visit) const;
   Result<tier_plan> PlanRestore(const tier_key& key, uint64_t predicted_prefill_ns) const;
@@ -70,6 +104,8 @@ class ProviderInstance {
   std::shared_ptr<PluginLibrary> library_;
   tier_instance* instance_ = nullptr;
   std::string namespace_id_;
+  // Shared with every pending completion: it may run after this object is gone (abandoned).
+  std::shared_ptr<std::atomic<uint64_t>> outstanding_ = std::make_shared<std::atomic<uint64_t>>(0);
 };
 
 }  // namespace tier

@@ -1,0 +1,304 @@
+// tier/host/host.h -- the cold tier as a library an inference server links: one catalog over
+// Device (the server's paged KV pool), pinned Host memory and a Cold provider, with admission
+// that never blocks the scheduler thread.
+//
+//   auto host = Host::Open(options);            // load --tier-plugin, open it, re-adopt (once)
+//   Admission a = host->Admit(request);         // ready now, pending, or root prefill + reason
+//   host->Poll(&events);                        // every scheduler iteration: completions arrive
+//   host->Seal(checkpoint);                     // park what a finished request computed
+//   host->Release(a.id);                        // the request that used a checkpoint is done
+//   host.reset();                               // Close(): bounded, never hangs on a provider
+//
+// THREADS. One thread, the server's scheduler thread, makes every call on a Host and is the only
+// thread that touches the catalog. Nothing a Host method does waits for a disk, a network or a
+// provider: provider calls run on the Host's own provider threads under a deadline, device copies
+// on the transfer engine's stream (CUDA) or worker (CPU), and their completions only post events
+// that Poll() applies. The exceptions are Open() and Close(), which the server calls at start and
+// at shutdown, and WaitForWork(), a blocking helper for simulators and tests.
+//
+// PAGES. Device placement means "the KV pages are still resident in the server's pool". Seal adds
+// a Host reference to each page the checkpoint names; the server must not write a page the Host
+// holds until an Event::kPagesReleased names it. Pages the Host returns through an admission of a
+// Device-resident checkpoint are shared and read-only (copy a partial last page before writing).
+// Restores write only into pages the server hands over through AdmitRequest::allocate_pages.
+//
+// BYTES. Every byte the Host moves is the server's: KV pages gathered from its pool (tier_cuda;
+// the CPU path gives identical bytes), its state buffers (StateImage parts, hidden state,
+// speculative state) and an opaque server manifest. A restore brings back all of them or none.
+// The Host verifies identity (every block id), never content: content integrity is the provider's
+// checksums plus whatever the server checks (ReportVerification when it finds wrong bytes).
+#pragma once
+
+#include <tier/device/pool_layout.h>
+#include <tier/device/transfer.h>
+#include <tier/device/transfer_engine.h>
+#include <tier/host/metrics_registry.h>
+#include <tier/host/model_profile.h>
+#include <tier/host/provider_instance.h>
+#include <tier/status.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tier {
+
+// Which value order pressure walks (host_shim/README.md, "Policy"). kValue is the default.
+enum class Policy {
+  kValue,  // prefill time saved per byte, aged by recency, with use frequency and supersession
+  kLru,    // recency only (baseline)
+  kGdsf,   // greedy-dual-size-frequency: frequency x prefill cost / size, inflation aging (baseline)
+};
+const char* PolicyName(Policy policy);  // "value", "lru", "gdsf"
+// Parses "value", "lru", "gdsf"; INVALID_ARGUMENT naming the value otherwise.
+Result<Policy> ParsePolicy(const std::string& text);
+
+// Where a request's state came from.
+enum class Outcome { kDeviceHit, kHostRestore, kColdRestore, kRootPrefill };
+constexpr int kOutcomeCount = 4;
+const char* OutcomeName(Outcome outcome);  // "device_hit", ...
+
+// Why an admission prefilled from the root instead of reusing a checkpoint.
+enum class RootReason {
+  kNoCheckpoint,   // no checkpoint is a prefix of the request
+  kMiss,           // the provider no longer has the cold checkpoint
+  kCost,           // restoring from cold would cost at least the predicted prefill
+  kCorrupt,        // the cold checkpoint failed verification (data loss)
+  kBusy,           // the provider could not take the restore now
+  kNoRoom,         // no pool pages or host memory to stage the restore
+  kStalePlan,      // the catalog changed between the plan and its execution
+  kRestoreFailed,  // an I/O or copy error during the restore
+  kTimeout,        // a provider operation passed its deadline
+};
+constexpr int kRootReasonCount = 9;
+const char* RootReasonName(RootReason reason);  // "no_checkpoint", ...
+
+// One state buffer of the server: a StateImage part (TIER_SEGMENT_STATE_IMAGE, index = part), the
+// hidden state (TIER_SEGMENT_HIDDEN_STATE), speculative state (TIER_SEGMENT_SPEC_KV with an index
+// past the pool's speculative layers) or anything else (TIER_SEGMENT_OTHER). Memory the transfer
+// engine copies from and to: device memory on the CUDA path, any host memory on the CPU path.
+// Borrowed for the call that names it and, for Seal and Admit, until their completion.
+struct StateBuffer {
+  tier_segment_kind kind = TIER_SEGMENT_STATE_IMAGE;
+  uint32_t index = 0;
+  std::byte* data = nullptr;
+  uint64_t bytes = 0;
+};
+
+// The server's paged KV pool: its layout and where its planes live. Layers [0, main_kv_layers)
+// are full-attention layers (TIER_SEGMENT_MAIN_KV, index = layer), the rest speculative
+// (TIER_SEGMENT_SPEC_KV, index = layer - main_kv_layers). The pool's memory is the server's.
+struct KvPool {
+  device::PoolLayout layout;
+  device::PoolView view;
+  uint32_t main_kv_layers = 0;  // 0 = every layer is a full-attention layer
+};
+
+struct HostOptions {
+  // The cold tier: a provider path or short name ("disk", "null", "rados": ResolvePluginPath), and
+  // its key=value options. Empty = no cold tier (Device and Host only).
+  std::string plugin;
+  ProviderOptions provider_options;
+  // Model/layout fingerprint: checkpoints of another namespace are never served. Required.
+  std::string namespace_id;
+  // Cost coefficients (prefill, transfers) and the model's shape. Required.
+  ModelProfile profile;
+  // The server's pool. Its layout must have tokens_per_page > 0 and at least one layer.
+  KvPool pool;
+  // The transfer engine the pool lives on; null = select one for `device` ("auto", "cpu",
+  // "cuda"). Shared: the server may allocate its pool from it before Open.
+  std::shared_ptr<device::TransferEngine> engine;
+  std::string device = "auto";
+  // Budgets in logical bytes of parked checkpoints (physical bytes x bytes_scale).
+  uint64_t device_capacity_bytes = 8ull << 30;
+  uint64_t host_capacity_bytes = 16ull << 30;
+  // For simulators: every byte moved stands for this many bytes of the real model in budgets and
+  // in the cost model. 1 for a real server.
+  uint64_t bytes_scale = 1;
+  // Bounds: cold restores in flight at once (also capped by the provider's max_inflight_ops), and
+  // provider threads (calls that may block run there, never on the scheduler thread).
+  uint32_t max_inflight_restores = 4;
+  uint32_t provider_threads = 2;
+  // Every provider operation's deadline. Past it the admission prefills from the root (reason
+  // timeout) and what the operation borrowed stays pinned until the provider completes.
+  uint64_t provider_timeout_ns = 30ull * 1000 * 1000 * 1000;
+  // How long Close() waits for provider operations before giving up on them (never a hang).
+  uint64_t close_timeout_ns = 30ull * 1000 * 1000 * 1000;
+  Policy policy = Policy::kValue;
+  // Shared cold tiers (TIER_CAP_SHARED with probe): look checkpoints other servers spilled up by
+  // key at admission when the catalog has nothing as long. At most this many candidate lengths.
+  uint32_t max_probe_keys = 256;
+  // The registry the Host and its provider register their metrics in; null = a private one.
+  MetricsRegistry* metrics = nullptr;
+};
+
+// The server's destination for a restore: called synchronously inside Admit (or Poll, once the
+// bytes are in Host) with the number of pages the checkpoint needs; fills `pages` with that many
+// distinct free page ids of the pool and returns true, or returns false when it has none. The
+// pages are the request's; the Host only writes into them.
+using PageAllocator = std::function<bool(uint32_t page_count, std::vector<uint32_t>* pages)>;
+
+struct AdmitRequest {
+  std::span<const uint64_t> blocks;  // content ids of the prompt's blocks (borrowed for the call)
+  uint64_t now_ns = 0;               // the server's clock (recency and the policy)
+  PageAllocator allocate_pages;      // required
+  std::vector<StateBuffer> state;    // the lane's state buffers, filled by the restore
+};
+
+enum class AdmissionState {
+  kReady,      // the state is in place (or queued on the engine's stream: see `state_copy`)
+  kPending,    // a transfer or a cold restore is under way: an event will say how it ended
+  kRoot,       // prefill from the root (`root_reason` says why); nothing was written
+  kCancelled,  // Cancel() ended it; the server's pages and buffers are its own again
+};
+
+struct Admission {
+  uint64_t id = 0;  // pass to Release() once the request is done (kReady only), Cancel()
+  AdmissionState state = AdmissionState::kRoot;
+  Outcome outcome = Outcome::kRootPrefill;
+  RootReason root_reason = RootReason::kNoCheckpoint;
+  uint64_t cached_tokens = 0;   // tokens the reused checkpoint covers (kReady)
+  tier_key key{};               // the checkpoint reused (kReady)
+  std::vector<uint32_t> pages;  // its page table: cached_tokens' pages, in order (kReady)
+  bool pages_shared = false;    // true on a device hit: the Host's pages, read-only
+  // Pages allocate_pages handed over that this admission does not use (a candidate that failed
+  // after its pages were allocated): the server's again, whatever the state.
+  std::vector<uint32_t> unused_pages;
+  // Device hits only: the state copy into the lane's buffers, queued on the engine. Order later
+  // work after it (Transfer::make_stream_wait) or wait() on it before using the state.
+  device::Transfer state_copy;
+  std::vector<std::byte> server_manifest;  // what the server sealed with it (kReady)
+  uint64_t cold_restore_ns = 0;      // wall time of the provider's restore (cold restores)
+  uint64_t transfer_model_ns = 0;    // modelled Host->Device transfer time (cost model)
+  uint64_t wait_ns = 0;              // wall time from Admit to ready (pending admissions)
+  bool prefetched = false;           // a prefetch brought it into Host before the request came
+  uint64_t prefetch_hidden_ns = 0;   // cold restore time the prefetch took off this request
+};
+
+struct SealRequest {
+  std::span<const uint64_t> blocks;     // identity (borrowed for the call)
+  uint64_t tokens = 0;                  // the frontier, <= pages x tokens_per_page
+  bool shared_prefix = false;           // a stable prefix seeding many siblings (a system head)
+  std::span<const uint32_t> pages;      // pool pages of tokens [0, tokens), in order
+  std::vector<StateBuffer> state;       // read until the kSealed event (or `copied`)
+  std::span<const std::byte> server_manifest;  // opaque, <= 32 KiB, stored and returned as is
+  uint64_t now_ns = 0;
+};
+
+struct Sealed {
+  uint64_t id = 0;
+  Status status;         // not ok: nothing was taken (no page held, no buffer read)
+  bool existed = false;  // the checkpoint was already sealed: only its use time was touched
+  bool on_device = false;  // the Host holds the pages (a Device placement)
+  // The reads of the state buffers (and, when not on Device, of the pages), queued on the engine.
+  device::Transfer copied;
+};
+
+struct Event {
+  enum Kind {
+    kAdmissionReady,      // `admission` is ready (state kReady)
+    kAdmissionRoot,       // a pending admission ends in a root prefill (state kRoot)
+    kAdmissionCancelled,  // a cancelled admission's writes are over (state kCancelled)
+    kSealed,              // seal `id`: its reads are over, the state buffers are free
+    kPagesReleased,       // the Host dropped its last reference on `pages`
+    kPrefetchDone,        // prefetch `id` finished (`admission.state` kReady: now in Host)
+  };
+  Kind kind = kAdmissionReady;
+  uint64_t id = 0;
+  Admission admission;          // admission events, kPrefetchDone
+  std::vector<uint32_t> pages;  // kPagesReleased
+};
+
+// What the Host has done since Open (for reports and tests).
+struct HostStats {
+  uint64_t spills = 0, spill_failures = 0, evictions = 0;
+  uint64_t spilled_logical_bytes = 0, spilled_stored_bytes = 0;
+  uint64_t restored_logical_bytes = 0, restored_stored_bytes = 0;
+  uint64_t peak_cold_logical_bytes = 0, peak_cold_stored_bytes = 0;
+  uint64_t peak_device_logical_bytes = 0, peak_host_logical_bytes = 0;  // budgets are targets
+  uint64_t readopted = 0, readopted_hits = 0;
+  uint64_t remote_hits = 0;  // cold restores of checkpoints another server spilled (probe)
+  uint64_t prefetches = 0, prefetches_used = 0, prefetches_wasted = 0;
+  uint64_t prefetch_hidden_ns = 0;
+  uint64_t timeouts = 0;           // provider operations that passed their deadline
+  uint64_t verified_restores = 0, mismatched_restores = 0;  // ReportVerification calls
+  uint64_t cold_write_bytes = 0;   // stored bytes written to the cold tier
+  uint64_t provider_calls_outside_admission = 0;  // must stay 0: no cold I/O during decode
+  uint64_t entries = 0, device_entries = 0, host_entries = 0, cold_entries = 0;
+  uint64_t device_bytes = 0, host_bytes = 0, cold_bytes = 0;  // logical
+  uint64_t cold_capacity_bytes = 0;                           // logical (0 = no cold tier)
+  uint64_t pending_admissions = 0, inflight_provider_ops = 0;
+};
+
+class Host {
+ public:
+  // Loads and opens the provider, registers metrics, sets up the Device and Host tiers and
+  // re-adopts what the cold tier still holds (a restart). Errors name the cause: no such plugin,
+  // bad option, wrong ABI major, a provider that does not answer in time. Server start-up thread;
+  // may block (bounded by provider_timeout_ns).
+  static Result<std::unique_ptr<Host>> Open(HostOptions options);
+  // Close(): cancels what is pending, waits up to close_timeout_ns for provider operations, closes
+  // the provider; if one never completes it is abandoned (logged), never waited for forever.
+  ~Host();
+  Host(const Host&) = delete;
+  Host& operator=(const Host&) = delete;
+
+  // Looks up the longest checkpoint whose identity is a prefix of request.blocks and starts
+  // bringing it to the request: kReady at once for a Device hit, kPending for Host or Cold (an
+  // event ends it), kRoot with the reason otherwise. Never blocks. Scheduler thread.
+  Admission Admit(const AdmitRequest& request);
+  // Ends a pending admission early (an aborted request). Its writes may still be in flight: an
+  // Event::kAdmissionCancelled says when the pages and buffers are the server's again. Returns
+  // false for an unknown or finished id. Scheduler thread.
+  bool Cancel(uint64_t admission_id);
+  // The request that used a ready admission is done: the checkpoint may degrade again.
+  // Scheduler thread.
+  void Release(uint64_t admission_id);
+  // Parks a checkpoint: holds its pages (Device placement) or copies them out (Host), reads its
+  // state buffers, and makes room by the policy. Never blocks. Scheduler thread.
+  Sealed Seal(const SealRequest& request);
+  // A hint that the session with this prefix is likely to return soon (an agent's tool call went
+  // out): starts Cold -> Host for the longest match, admits nothing. Returns the prefetch id, or 0
+  // when there is nothing to fetch (already on Device/Host, no match). Scheduler thread.
+  uint64_t Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns);
+  // Removes a checkpoint from every tier (a closed session). False when absent; a checkpoint in
+  // use leaves once released. Scheduler thread.
+  bool Evict(const tier_key& key);
+  // What the server found when it checked the bytes a ready admission brought back (optional; a
+  // server that checks should say). Wrong bytes: the checkpoint leaves the catalog and every tier
+  // at once (counted in tier_restore_verifications_total), so it is never served again.
+  // Scheduler thread.
+  void ReportVerification(uint64_t admission_id, bool exact);
+
+  // Applies what completed since the last call (provider completions, finished copies, deadlines)
+  // and appends the resulting events to `events`. Never blocks. Scheduler thread.
+  void Poll(std::vector<Event>* events);
+  // A file descriptor that becomes readable when Poll() has provider work to apply (eventfd); copy
+  // completions are not signalled: servers Poll() every scheduler iteration. Any thread.
+  int event_fd() const;
+  // Blocks until Poll() has something to apply or `timeout_ns` passes; true if it has. For
+  // simulators and tests, never for a scheduler thread that must not wait. Scheduler thread.
+  bool WaitForWork(uint64_t timeout_ns);
+  // True while admissions, seals, spills, demotions or prefetches are under way.
+  bool Busy() const;
+
+  HostStats Stats() const;
+  const HostOptions& options() const;
+  // The provider in use ("disk", "null", ...; "" without a cold tier) and its io path.
+  std::string provider_name() const;
+  std::string provider_io_path() const;
+  // The transfer engine ("cuda" or "cpu") the Host copies with, and why it was chosen.
+  const char* device_path() const;
+  device::TransferEngine& engine();
+
+  class Impl;
+
+ private:
+  explicit Host(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tier

@@ -1,0 +1,249 @@
+// host.cc -- Host's public methods, Open and Close, and Poll: the loop every completion goes
+// through.
+#include <tier/device/engine_select.h>
+#include <tier/host/host.h>
+#include <tier/host/log.h>
+
+#include <algorithm>
+
+#include "host_impl.h"
+
+namespace tier {
+
+Host::Host(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Host::~Host() = default;
+
+Result<std::unique_ptr<Host>> Host::Open(HostOptions options) {
+  auto impl = Impl::Open(std::move(options));
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<Host>(new Host(std::move(impl).value()));
+}
+
+Admission Host::Admit(const AdmitRequest& request) { return impl_->Admit(request); }
+bool Host::Cancel(uint64_t admission_id) { return impl_->Cancel(admission_id); }
+void Host::Release(uint64_t admission_id) { impl_->Release(admission_id); }
+Sealed Host::Seal(const SealRequest& request) { return impl_->Seal(request); }
+uint64_t Host::Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns) {
+  return impl_->Prefetch(blocks, now_ns);
+}
+bool Host::Evict(const tier_key& key) { return impl_->Evict(key); }
+void Host::ReportVerification(uint64_t admission_id, bool exact) {
+  impl_->ReportVerification(admission_id, exact);
+}
+void Host::Poll(std::vector<Event>* events) { impl_->Poll(events); }
+int Host::event_fd() const { return impl_->event_fd(); }
+bool Host::WaitForWork(uint64_t timeout_ns) { return impl_->WaitForWork(timeout_ns); }
+bool Host::Busy() const { return impl_->Busy(); }
+HostStats Host::Stats() const { return impl_->Stats(); }
+const HostOptions& Host::options() const { return impl_->options(); }
+std::string Host::provider_name() const { return impl_->provider_name(); }
+std::string Host::provider_io_path() const { return impl_->provider_io_path(); }
+const char* Host::device_path() const { return impl_->device_path(); }
+device::TransferEngine& Host::engine() { return impl_->engine(); }
+
+namespace {
+
+Status CheckOptions(const HostOptions& o) {
+  if (o.namespace_id.empty()) return Status::InvalidArgument("HostOptions: namespace_id is empty");
+  if (o.bytes_scale == 0) return Status::InvalidArgument("HostOptions: bytes_scale is 0");
+  if (o.max_inflight_restores == 0 || o.max_inflight_restores > 1024) {
+    return Status::InvalidArgument("HostOptions: max_inflight_restores must be 1 to 1024");
+  }
+  if (o.provider_threads == 0 || o.provider_threads > 64) {
+    return Status::InvalidArgument("HostOptions: provider_threads must be 1 to 64");
+  }
+  if (o.provider_timeout_ns == 0) {
+    return Status::InvalidArgument("HostOptions: provider_timeout_ns is 0");
+  }
+  if (o.max_probe_keys == 0 || o.max_probe_keys > 4096) {
+    return Status::InvalidArgument("HostOptions: max_probe_keys must be 1 to 4096");
+  }
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<device::TransferEngine>> ChooseEngine(const HostOptions& o) {
+  if (o.engine != nullptr) return o.engine;
+  auto prefer = device::parse_device_preference(o.device);
+  if (!prefer.ok()) return Status::InvalidArgument("device: " + prefer.status().message());
+  device::EngineOptions engine_options;
+  engine_options.prefer = prefer.value();
+  device::EngineSelection selection = device::select_transfer_engine(engine_options);
+  if (selection.engine == nullptr) {
+    return Status::Unsupported("device " + o.device + ": " + selection.reason);
+  }
+  Log(TIER_LOG_INFO, "device path: " + selection.path + " (" + selection.engine->description() +
+                         "; " + selection.reason + ")");
+  return std::shared_ptr<device::TransferEngine>(std::move(selection.engine));
+}
+
+// The Host tier's memory: budget/scale plus room for the copies in flight (restores staging,
+// demotions, seals) before pressure catches up. The hard bound on Host memory.
+Result<std::unique_ptr<device::HostArena>> MakeArena(const HostOptions& o,
+                                                     device::TransferEngine& engine) {
+  device::HostArenaOptions arena;
+  const uint64_t physical = o.host_capacity_bytes / o.bytes_scale;
+  arena.capacity_bytes = (physical * 2 + (64ull << 20) + 4095) / 4096 * 4096;
+  arena.chunk_bytes = std::min<uint64_t>(256ull << 20, arena.capacity_bytes);
+  auto created = device::HostArena::create(arena, engine.host_allocator());
+  if (!created.ok()) {
+    return Status::NoSpace("host arena of " + std::to_string(arena.capacity_bytes) +
+                           " bytes: " + created.status().to_string());
+  }
+  return std::move(created.value());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Host::Impl>> Host::Impl::Open(HostOptions options) {
+  TIER_RETURN_IF_ERROR(CheckOptions(options));
+  auto engine = ChooseEngine(options);
+  if (!engine.ok()) return engine.status();
+  auto device = DeviceTier::Create(engine.value(), options.pool);
+  if (!device.ok()) return device.status();
+  auto arena = MakeArena(options, *engine.value());
+  if (!arena.ok()) return arena.status();
+
+  std::unique_ptr<Impl> impl(new Impl(std::move(options)));
+  impl->device_ = std::move(device).value();
+  impl->arena_ = std::move(arena).value();
+  impl->options_.engine = engine.value();
+  impl->server_metrics_->SetDevicePath(impl->device_->engine().path_name());
+  TIER_RETURN_IF_ERROR(impl->OpenProvider());
+  TIER_RETURN_IF_ERROR(impl->Readopt());
+  impl->UpdateGauges();
+  return impl;
+}
+
+Host::Impl::Impl(HostOptions options)
+    : options_(std::move(options)),
+      cost_(options_.profile),
+      queue_(std::make_unique<EventQueue>()),
+      policy_(options_.policy) {
+  if (options_.metrics == nullptr) {
+    own_metrics_ = std::make_unique<MetricsRegistry>();
+    metrics_ = own_metrics_.get();
+  } else {
+    metrics_ = options_.metrics;
+  }
+  services_ = std::make_unique<HostServices>(metrics_);
+  server_metrics_ = std::make_unique<ServerMetrics>(metrics_);
+}
+
+Host::Impl::~Impl() {
+  closing_ = true;
+  for (auto& [id, op] : ops_) op->cancelled = true;
+  // Wait (bounded) for what is in flight: provider calls settle, copies finish.
+  const uint64_t deadline = Now() + options_.close_timeout_ns;
+  std::vector<Event> ignored;
+  while (Busy() && Now() < deadline) {
+    WaitForWork(10 * 1000 * 1000);
+    Poll(&ignored);
+    ignored.clear();
+  }
+  if (cold_ != nullptr && cold_->unsettled() > 0) {
+    Log(TIER_LOG_ERROR, "host: the " + provider_name_ + " provider left " +
+                            std::to_string(cold_->unsettled()) +
+                            " operation(s) unfinished at close; abandoning the instance (its "
+                            "buffers and threads are leaked, never freed under it)");
+    cold_->Abandon();
+    (void)cold_.release();
+    (void)queue_.release();
+    (void)arena_.release();
+    (void)services_.release();
+    (void)own_metrics_.release();
+    for (auto& [id, op] : ops_) (void)op.release();
+    return;
+  }
+  // Device copies finish on the engine; entries release their memory after them.
+  for (Demotion& d : demotions_) d.copy.Wait().IgnoreError();
+  for (SealOp& s : seals_) s.copy.Wait().IgnoreError();
+  for (auto& [id, op] : ops_) op->copy.Wait().IgnoreError();
+  cold_.reset();  // closes the provider
+}
+
+uint64_t Host::Impl::Now() const {
+  return MonotonicNs();
+}
+
+void Host::Impl::Poll(std::vector<Event>* events) {
+  // Rounds until nothing moves: a completion may start the next step of an operation.
+  for (int round = 0; round < 8; ++round) {
+    std::vector<std::function<void()>> work = queue_->Drain();
+    for (auto& w : work) w();
+    if (cold_ != nullptr) cold_->CheckDeadlines(Now());
+    const size_t before = out_.size();
+    CheckSeals();
+    CheckDemotions();
+    std::vector<uint64_t> copying;
+    for (auto& [id, op] : ops_) {
+      if (op->stage == Stage::kCopy) copying.push_back(id);
+    }
+    for (uint64_t id : copying) {
+      auto it = ops_.find(id);
+      if (it != ops_.end()) CheckCopy(it->second.get());
+    }
+    RetryWaiting();
+    Rebalance();
+    if (work.empty() && out_.size() == before) break;
+  }
+  UpdateGauges();
+  for (Event& e : out_) events->push_back(std::move(e));
+  out_.clear();
+}
+
+bool Host::Impl::WaitForWork(uint64_t timeout_ns) {
+  if (queue_->size() > 0) return true;
+  // Copies do not signal the queue: wait in short steps while any is in flight.
+  const bool copies = !seals_.empty() || !demotions_.empty() ||
+                      std::any_of(ops_.begin(), ops_.end(),
+                                  [](const auto& kv) { return kv.second->stage == Stage::kCopy; });
+  if (!copies) return queue_->Wait(timeout_ns);
+  return queue_->Wait(std::min<uint64_t>(timeout_ns, 200 * 1000));
+}
+
+bool Host::Impl::Busy() const {
+  return !ops_.empty() || !seals_.empty() || !demotions_.empty() ||
+         (cold_ != nullptr && cold_->unsettled() > 0) || queue_->size() > 0;
+}
+
+HostStats Host::Impl::Stats() const {
+  HostStats s = stats_;
+  s.entries = catalog_.size();
+  s.device_entries = catalog_.entries_in(kDevice);
+  s.host_entries = catalog_.entries_in(kHost);
+  s.cold_entries = catalog_.entries_in(kCold);
+  s.device_bytes = catalog_.logical_bytes_in(kDevice);
+  s.host_bytes = catalog_.logical_bytes_in(kHost);
+  s.cold_bytes = catalog_.logical_bytes_in(kCold);
+  s.cold_capacity_bytes = LogicalOf(cold_capacity_bytes_);
+  s.pending_admissions = ops_.size();
+  if (cold_ != nullptr) {
+    s.inflight_provider_ops = cold_->unsettled();
+    s.timeouts = cold_->timeouts();
+    s.provider_calls_outside_admission = cold_->calls_in(IoPhase::kIdle);
+  }
+  return s;
+}
+
+void Host::Impl::ReleasePages(std::span<const uint32_t> pages) {
+  std::vector<uint32_t> freed = device_->Drop(pages);
+  if (freed.empty() || closing_) return;
+  Event e;
+  e.kind = Event::kPagesReleased;
+  e.pages = std::move(freed);
+  Emit(std::move(e));
+}
+
+void Host::Impl::UpdateGauges() {
+  stats_.peak_cold_logical_bytes =
+      std::max(stats_.peak_cold_logical_bytes, catalog_.logical_bytes_in(kCold));
+  stats_.peak_cold_stored_bytes =
+      std::max(stats_.peak_cold_stored_bytes, catalog_.physical_bytes_in(kCold));
+  stats_.peak_device_logical_bytes =
+      std::max(stats_.peak_device_logical_bytes, catalog_.logical_bytes_in(kDevice));
+  stats_.peak_host_logical_bytes =
+      std::max(stats_.peak_host_logical_bytes, catalog_.logical_bytes_in(kHost));
+  server_metrics_->SetCatalog(catalog_, LogicalOf(cold_capacity_bytes_));
+}
+
+}  // namespace tier

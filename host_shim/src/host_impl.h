@@ -1,0 +1,244 @@
+// host_impl.h -- the inside of tier::Host (host.h): the catalog and the operations that move
+// checkpoints between the server's pool, pinned Host memory and the cold tier.
+//
+// Every method runs on the scheduler thread. Operations are explicit state machines; each step
+// either finishes at once or waits for a completion that Poll() delivers (a provider answer through
+// the EventQueue, a copy job the engine finished, a deadline). Nothing waits inside a step.
+//
+// Invariants (checked with TIER_CHECK where they can break):
+//  - an entry with pins > 0 or ops > 0 is never dropped, demoted or spilled;
+//  - every Host copy a provider operation borrows stays alive until the operation settles (the
+//    operation holds a shared_ptr to it);
+//  - the page ledger holds exactly the pages of the Device placements and of seals in progress;
+//  - the catalog's per-tier byte totals equal the sums over its entries.
+#pragma once
+
+#include <tier/device/host_arena.h>
+#include <tier/host/cost_model.h>
+#include <tier/host/host.h>
+#include <tier/host/host_services.h>
+#include <tier/host/metrics_registry.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "catalog.h"
+#include "cold_tier.h"
+#include "device_tier.h"
+#include "event_queue.h"
+#include "policy.h"
+#include "server_metrics.h"
+
+namespace tier {
+
+class Host::Impl {
+ public:
+  static Result<std::unique_ptr<Impl>> Open(HostOptions options);
+  ~Impl();
+
+  Admission Admit(const AdmitRequest& request);
+  bool Cancel(uint64_t admission_id);
+  void Release(uint64_t admission_id);
+  Sealed Seal(const SealRequest& request);
+  uint64_t Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns);
+  bool Evict(const tier_key& key);
+  void ReportVerification(uint64_t admission_id, bool exact);
+  void Poll(std::vector<Event>* events);
+  bool WaitForWork(uint64_t timeout_ns);
+  bool Busy() const;
+  HostStats Stats() const;
+
+  const HostOptions& options() const { return options_; }
+  int event_fd() const { return queue_->fd(); }
+  std::string provider_name() const { return provider_name_; }
+  std::string provider_io_path() const { return io_path_; }
+  const char* device_path() const { return device_->engine().path_name(); }
+  device::TransferEngine& engine() { return device_->engine(); }
+
+ private:
+  explicit Impl(HostOptions options);
+
+  // ---- admissions and prefetches (admission.cc, cold_fetch.cc) ----------------------------------
+  enum class Stage {
+    kLookup,     // pick the next candidate
+    kProbe,      // asking a shared tier which longer prefixes it holds
+    kStat,       // learning a probed checkpoint's segments
+    kWaitEntry,  // the candidate is being restored by another operation
+    kWaitSlot,   // too many cold restores in flight
+    kPlan,       // the provider's plan_restore
+    kWaitRoom,   // no host memory to stage the restore yet
+    kRestore,    // the provider's restore
+    kCopy,       // Host -> pool copies queued on the engine
+    kDone,
+  };
+  struct AdmissionOp {
+    uint64_t id = 0;
+    bool prefetch = false;  // stops once the bytes are in Host; no pages, no lane
+    std::vector<uint64_t> blocks;
+    std::vector<uint64_t> hashes;
+    uint64_t now_ns = 0;
+    PageAllocator allocate_pages;
+    std::vector<StateBuffer> state;
+    size_t max_blocks = 0;  // the next candidate is at most this long
+    bool probed = false;
+    Stage stage = Stage::kLookup;
+    CheckpointEntry* entry = nullptr;  // the candidate, pinned while set
+    uint64_t planned_generation = 0;
+    bool holds_slot = false;
+    std::shared_ptr<HostCopy> staging;  // the cold restore's target
+    CopyJob copy;
+    std::vector<uint32_t> pages;
+    bool skipped = false;
+    RootReason first_reason = RootReason::kNoCheckpoint;
+    uint64_t started_wall_ns = 0;
+    uint64_t wait_deadline_ns = 0;  // wall clock, for kWaitEntry/kWaitSlot/kWaitRoom
+    uint64_t cold_restore_ns = 0;
+    uint64_t stored_bytes = 0;
+    bool cancelled = false;  // Cancel(): no event but kAdmissionCancelled
+    bool awaiting_provider = false;  // a provider call of this op has not answered yet
+    bool returned = false;           // Admit/Prefetch returned it pending: events tell the rest
+    bool cancel_emitted = false;     // kAdmissionCancelled went out already
+    int tries = 0;                   // candidates tried (bounded by kMaxCandidates)
+    Admission result;
+  };
+  using OpMap = std::map<uint64_t, std::unique_ptr<AdmissionOp>>;
+
+  AdmissionOp* NewOp(bool prefetch);
+  // Runs the op from its current stage as far as it goes without waiting.
+  void Advance(AdmissionOp* op);
+  void Lookup(AdmissionOp* op);
+  void TryCandidate(AdmissionOp* op);
+  void UseDeviceCopy(AdmissionOp* op);
+  void UseHostCopy(AdmissionOp* op);
+  void StartProbe(AdmissionOp* op, size_t from_blocks);
+  void OnProbed(uint64_t id, Answer<std::vector<uint8_t>> answer, std::vector<size_t> lengths);
+  void OnStat(uint64_t id, size_t length, Answer<StatResult> answer);
+  void StartPlan(AdmissionOp* op);
+  void OnPlan(uint64_t id, Answer<tier_plan> answer);
+  bool TakeSlot(AdmissionOp* op);
+  void StartRestore(AdmissionOp* op);
+  void OnRestored(uint64_t id, std::shared_ptr<HostCopy> buffers, Answer<Completion> answer);
+  // The restored bytes are in op->staging: check a remote manifest, place them in Host.
+  bool LandInHost(AdmissionOp* op);
+  void CheckCopy(AdmissionOp* op);
+  // This candidate cannot be used: note why, release it, and go on with a shorter one (or stop).
+  void Skip(AdmissionOp* op, RootReason reason, bool try_shorter);
+  void Ready(AdmissionOp* op);
+  void Root(AdmissionOp* op);
+  void Finish(AdmissionOp* op, Event::Kind kind);
+  // A provider answer for `id`: the op, or nullptr after cleaning up a cancelled one.
+  AdmissionOp* Answered(uint64_t id);
+  void ForgetCold(CheckpointEntry* entry, bool remove_from_provider);
+  void ReleaseSlot(AdmissionOp* op);
+  void Unpin(CheckpointEntry* entry);
+  void RetryWaiting();
+
+  // ---- sealing (seal.cc) ------------------------------------------------------------------------
+  Status CheckSeal(const SealRequest& request) const;
+  std::unique_ptr<CheckpointEntry> NewEntry(const SealRequest& request, const tier_key& key,
+                                            std::vector<StateBuffer>* state);
+  bool SealOnDevice(CheckpointEntry* entry, const SealRequest& request,
+                    std::span<const StateBuffer> state, Sealed* sealed);
+  bool SealOnHost(CheckpointEntry* entry, const SealRequest& request,
+                  std::span<const StateBuffer> state, Sealed* sealed);
+  void WriteManifests(const CheckpointEntry& entry, HostCopy* copy) const;
+  struct SealOp {
+    uint64_t id = 0;
+    tier_key key{};
+    CopyJob copy;
+    std::vector<uint32_t> held_pages;  // released when the copy is done (Host seals)
+    std::shared_ptr<HostCopy> host_copy;
+  };
+  void CheckSeals();
+
+  // ---- pressure (pressure.cc) -------------------------------------------------------------------
+  // Starts whatever brings each tier back under its budget; never waits. Called after every
+  // change and from Poll().
+  void Rebalance();
+  void RebalanceDevice();
+  void RebalanceHost();
+  // Removes this server's cold checkpoints worth less than `below_value` until `stored_bytes`
+  // more fit next to the stored and reserved bytes; true when they fit now.
+  bool MakeRoomOnCold(uint64_t stored_bytes, double below_value);
+  void StartDemotion(CheckpointEntry* entry);
+  struct Demotion {
+    tier_key key{};
+    std::shared_ptr<HostCopy> host_copy;
+    CopyJob copy;
+  };
+  void CheckDemotions();
+  void StartSpill(CheckpointEntry* entry);
+  void OnSpilled(tier_key key, uint64_t need, Answer<Completion> answer);
+  void SpillFailed(CheckpointEntry* entry, const Status& status, bool timed_out);
+  // Victims in `placement` that pressure may move, least valuable first.
+  std::vector<tier_key> VictimsIn(Placement placement, double below_value = -1) const;
+  // Placement removal with everything it implies (pages back to the server, prefetch waste).
+  void DropDevice(CheckpointEntry* entry, const char* to);
+  void DropHost(CheckpointEntry* entry, const char* to);
+  void DropCold(CheckpointEntry* entry, IoPhase phase);
+  // Removes the entry from every tier and the catalog (it must be idle).
+  void Drop(CheckpointEntry* entry, const char* from, IoPhase phase);
+  void DropIfDoomed(CheckpointEntry* entry);
+  uint64_t ColdBytesNeeded(const CheckpointEntry& entry) const;
+  void UpdateGauges();
+
+  // ---- start-up (startup.cc) --------------------------------------------------------------------
+  Status OpenProvider();
+  Status Readopt();
+  // An entry for a checkpoint the cold tier holds (re-adopted, or found by probe), its segments
+  // put in the canonical order; INVALID_ARGUMENT when they do not fit this pool's layout.
+  Result<std::unique_ptr<CheckpointEntry>> EntryFromStored(
+      const tier_key& key, std::vector<uint64_t> blocks, std::span<const tier_segment_info> stored,
+      uint64_t stored_bytes) const;
+
+  // ---- shared ----------------------------------------------------------------------------------
+  void Emit(Event event) { out_.push_back(std::move(event)); }
+  void ReleasePages(std::span<const uint32_t> pages);
+  uint64_t Now() const;  // monotonic wall clock
+  uint64_t LogicalOf(uint64_t physical) const { return physical * options_.bytes_scale; }
+  uint64_t clock_ns_ = 0;  // the latest server clock seen (recency for background pressure)
+
+  HostOptions options_;
+  CostModel cost_;
+  std::unique_ptr<MetricsRegistry> own_metrics_;
+  MetricsRegistry* metrics_ = nullptr;
+  std::unique_ptr<HostServices> services_;
+  std::unique_ptr<ServerMetrics> server_metrics_;
+  std::unique_ptr<EventQueue> queue_;
+  std::unique_ptr<ColdTier> cold_;  // null without a cold tier
+  std::string provider_name_, io_path_;
+  tier_info provider_info_{};
+  uint64_t cold_capacity_bytes_ = 0;  // stored bytes the provider accepts (0 = no cold tier)
+  bool shared_tier_ = false;          // TIER_CAP_SHARED with a probe slot
+  std::unique_ptr<DeviceTier> device_;
+  std::unique_ptr<device::HostArena> arena_;
+  Catalog catalog_;
+  PolicyOrder policy_;
+  HostStats stats_;
+
+  OpMap ops_;                          // pending admissions and prefetches
+  std::map<uint64_t, tier_key> used_;  // ready admissions not yet released -> their checkpoint
+  std::deque<uint64_t> waiting_;       // ops in kWaitEntry/kWaitSlot/kWaitRoom, oldest first
+  uint32_t restores_in_flight_ = 0;
+  uint32_t max_restores_ = 1;
+  std::vector<SealOp> seals_;
+  std::vector<Demotion> demotions_;
+  uint64_t demoting_bytes_ = 0;   // logical bytes of Device copies on their way to Host
+  uint64_t releasing_bytes_ = 0;  // logical bytes of Host copies being spilled under pressure
+  uint64_t spill_reserved_bytes_ = 0;  // stored bytes in-flight spills may take in Cold
+  uint32_t spills_in_flight_ = 0;
+  uint64_t spill_backoff_until_ns_ = 0;  // wall clock: no new spill before
+  uint64_t spill_backoff_ns_ = 0;
+  uint64_t spill_failures_unlogged_ = 0;  // repeated failures summarized, not logged one by one
+  uint64_t spill_failures_logged_at_ns_ = 0;
+  uint64_t next_id_ = 1;
+  std::vector<Event> out_;  // events produced since the last Poll()
+  Admission finished_;      // the result of an op that finished inside Admit/Prefetch
+  bool closing_ = false;
+};
+
+}  // namespace tier

@@ -1,0 +1,253 @@
+// seal.cc -- Seal and Evict: a finished request's state becomes a checkpoint of the one catalog.
+//
+// On Device when the engine can keep its state buffers in device memory: the Host takes a
+// reference on the pages and copies the state (device to device). Otherwise on Host: the pages are
+// gathered and the state copied into a Host copy, and the pages go back to the server when the
+// copies are done. Either way the checkpoint is served only once its copies are done.
+#include <tier/host/identity.h>
+#include <tier/host/log.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "host_impl.h"
+#include "manifest.h"
+
+namespace tier {
+namespace {
+
+constexpr uint64_t kServerManifestMaxBytes = 32 * 1024;
+
+bool StateKindAllowed(const StateBuffer& b, uint32_t spec_layers) {
+  switch (b.kind) {
+    case TIER_SEGMENT_STATE_IMAGE:
+    case TIER_SEGMENT_HIDDEN_STATE:
+      return true;
+    case TIER_SEGMENT_SPEC_KV:
+      return b.index >= spec_layers;  // below: the pool's speculative layers
+    case TIER_SEGMENT_OTHER:
+      return b.index >= 1;  // 0: the server manifest
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+Status Host::Impl::CheckSeal(const SealRequest& r) const {
+  if (r.blocks.empty()) return Status::InvalidArgument("seal: no blocks");
+  if (r.tokens == 0) return Status::InvalidArgument("seal: 0 tokens");
+  const uint32_t pages = device_->PagesFor(r.tokens);
+  if (r.pages.size() != pages) {
+    return Status::InvalidArgument("seal: " + std::to_string(r.tokens) + " tokens need " +
+                                   std::to_string(pages) + " pages, got " +
+                                   std::to_string(r.pages.size()));
+  }
+  TIER_RETURN_IF_ERROR(device_->CheckPages(r.pages, true).Annotate("seal"));
+  const uint32_t spec_layers = device_->kv_layers() - device_->pool().main_kv_layers;
+  std::set<std::pair<uint32_t, uint32_t>> seen;
+  for (const StateBuffer& b : r.state) {
+    if (!StateKindAllowed(b, spec_layers)) {
+      return Status::InvalidArgument("seal: state buffer of kind " + std::to_string(b.kind) +
+                                     " index " + std::to_string(b.index) + " is not allowed");
+    }
+    if (!seen.insert({b.kind, b.index}).second) {
+      return Status::InvalidArgument("seal: two state buffers of kind " + std::to_string(b.kind) +
+                                     " index " + std::to_string(b.index));
+    }
+    if (b.bytes > 0 && b.data == nullptr) {
+      return Status::InvalidArgument("seal: state buffer without data");
+    }
+  }
+  if (r.server_manifest.size() > kServerManifestMaxBytes) {
+    return Status::InvalidArgument("seal: server manifest of " +
+                                   std::to_string(r.server_manifest.size()) +
+                                   " bytes (at most 32 KiB)");
+  }
+  if (device_->kv_layers() + r.state.size() + 2 > TIER_MAX_SEGMENTS) {
+    return Status::InvalidArgument("seal: more segments than a provider must accept");
+  }
+  return Status::Ok();
+}
+
+std::unique_ptr<CheckpointEntry> Host::Impl::NewEntry(const SealRequest& r, const tier_key& key,
+                                                      std::vector<StateBuffer>* state) {
+  auto entry = std::make_unique<CheckpointEntry>();
+  entry->key = key;
+  entry->blocks.assign(r.blocks.begin(), r.blocks.end());
+  entry->tokens = r.tokens;
+  entry->shared_prefix = r.shared_prefix;
+  entry->page_count = static_cast<uint32_t>(r.pages.size());
+  entry->server_manifest.assign(r.server_manifest.begin(), r.server_manifest.end());
+  // The checkpoint it extends: the longest published one that is a prefix of it.
+  if (r.blocks.size() > 1) {
+    const std::vector<uint64_t> hashes = PrefixHashes(r.blocks);
+    CheckpointEntry* parent = catalog_.LongestMatch(r.blocks, hashes, r.blocks.size() - 1);
+    if (parent != nullptr) {
+      entry->has_parent = true;
+      entry->parent_key = parent->key;
+      ++parent->children;
+    }
+  }
+  // Canonical segment order (startup.cc relies on it): KV layers, state by (kind, index),
+  // manifest, server manifest.
+  *state = r.state;
+  std::sort(state->begin(), state->end(), [](const StateBuffer& a, const StateBuffer& b) {
+    return a.kind != b.kind ? a.kind < b.kind : a.index < b.index;
+  });
+  for (uint32_t l = 0; l < device_->kv_layers(); ++l) {
+    entry->segments.push_back(device_->LayerSegment(l, entry->page_count));
+  }
+  entry->kv_segments = device_->kv_layers();
+  for (const StateBuffer& b : *state) entry->segments.push_back({b.kind, b.index, b.bytes});
+  uint64_t physical = 0;
+  for (const SegmentSpec& s : entry->segments) physical += s.physical_bytes;
+  Manifest manifest;
+  manifest.namespace_id = options_.namespace_id;
+  manifest.tokens = r.tokens;
+  manifest.blocks = entry->blocks;
+  manifest.shared_prefix = r.shared_prefix;
+  manifest.has_parent = entry->has_parent;
+  manifest.parent_key = entry->parent_key;
+  manifest.bytes_scale = options_.bytes_scale;
+  manifest.logical_bytes = LogicalOf(physical);
+  entry->manifest = EncodeManifest(manifest);
+  entry->segments.push_back({TIER_SEGMENT_MANIFEST, 0, entry->manifest.size()});
+  if (!entry->server_manifest.empty()) {
+    entry->segments.push_back({TIER_SEGMENT_OTHER, 0, entry->server_manifest.size()});
+  }
+  for (const SegmentSpec& s : entry->segments) entry->physical_bytes += s.physical_bytes;
+  entry->logical_bytes = LogicalOf(entry->physical_bytes);
+  entry->prefill_saved_ns = cost_.RootPrefillNs(entry->tokens);
+  return entry;
+}
+
+void Host::Impl::WriteManifests(const CheckpointEntry& entry, HostCopy* copy) const {
+  for (size_t i = entry.kv_segments; i < entry.segments.size(); ++i) {
+    const SegmentSpec& s = entry.segments[i];
+    const std::vector<std::byte>* bytes = s.kind == TIER_SEGMENT_MANIFEST ? &entry.manifest
+                                          : s.kind == TIER_SEGMENT_OTHER && s.index == 0
+                                              ? &entry.server_manifest
+                                              : nullptr;
+    if (bytes == nullptr) continue;
+    TIER_CHECK(copy->segment(i).size() == bytes->size());
+    if (!bytes->empty()) std::memcpy(copy->segment(i).data(), bytes->data(), bytes->size());
+  }
+}
+
+Sealed Host::Impl::Seal(const SealRequest& r) {
+  clock_ns_ = std::max(clock_ns_, r.now_ns);
+  Sealed sealed;
+  sealed.id = next_id_++;
+  sealed.status = CheckSeal(r);
+  if (!sealed.status.ok()) return sealed;
+  const tier_key key = PrefixKey(options_.namespace_id, r.blocks);
+  if (CheckpointEntry* existing = catalog_.Find(key); existing != nullptr) {
+    if (existing->doomed) {
+      sealed.status = Status::Busy("seal: the checkpoint is being removed");
+      return sealed;
+    }
+    existing->last_use_ns = std::max(existing->last_use_ns, r.now_ns);
+    existing->shared_prefix = existing->shared_prefix || r.shared_prefix;
+    sealed.existed = true;
+    return sealed;
+  }
+  std::vector<StateBuffer> state;
+  CheckpointEntry* entry = catalog_.Insert(NewEntry(r, key, &state));
+  TIER_CHECK(entry != nullptr);
+  policy_.OnInsert(entry, r.now_ns);
+  if (!SealOnDevice(entry, r, state, &sealed) && !SealOnHost(entry, r, state, &sealed)) {
+    Log(TIER_LOG_DEBUG, "host: no room to publish " + KeyHex(key));
+    catalog_.Erase(entry);
+    sealed.status = Status::NoSpace("seal: no room on Device or Host");
+    return sealed;
+  }
+  Rebalance();
+  return sealed;
+}
+
+bool Host::Impl::SealOnDevice(CheckpointEntry* entry, const SealRequest& r,
+                              std::span<const StateBuffer> state, Sealed* sealed) {
+  if (entry->logical_bytes > options_.device_capacity_bytes) return false;
+  CopyJob job;
+  auto buffers = device_->CopyStateOnDevice(state, &job);
+  if (!buffers.ok()) {
+    job.Wait().IgnoreError();  // copies queued before the failure finish before buffers go
+    return false;
+  }
+  device_->Hold(r.pages);
+  entry->device_copy = std::make_unique<DeviceCopy>();
+  entry->device_copy->pages.assign(r.pages.begin(), r.pages.end());
+  entry->device_copy->state = std::move(buffers).value();
+  catalog_.AddPlacement(entry, kDevice);
+  server_metrics_->Transition("none", "device");
+  entry->sealing = true;
+  sealed->on_device = true;
+  sealed->copied = job.Last();
+  seals_.push_back({sealed->id, entry->key, std::move(job), {}, nullptr});
+  return true;
+}
+
+bool Host::Impl::SealOnHost(CheckpointEntry* entry, const SealRequest& r,
+                            std::span<const StateBuffer> state, Sealed* sealed) {
+  if (entry->logical_bytes > options_.host_capacity_bytes) return false;
+  std::vector<uint64_t> sizes;
+  for (const SegmentSpec& s : entry->segments) sizes.push_back(s.physical_bytes);
+  auto copy = HostCopy::Allocate(arena_.get(), sizes);
+  if (!copy.ok()) return false;
+  std::shared_ptr<HostCopy> host_copy(std::move(copy).value().release());
+  auto job = device_->ToHost(r.pages, state, *host_copy);
+  if (!job.ok()) {
+    Log(TIER_LOG_WARN, "host: sealing " + KeyHex(entry->key) + ": " + job.status().ToString());
+    return false;
+  }
+  WriteManifests(*entry, host_copy.get());
+  device_->Hold(r.pages);  // until the gather has read them
+  entry->sealing = true;
+  sealed->copied = job.value().Last();
+  seals_.push_back({sealed->id, entry->key, std::move(job).value(),
+                    std::vector<uint32_t>(r.pages.begin(), r.pages.end()), host_copy});
+  return true;
+}
+
+void Host::Impl::CheckSeals() {
+  std::vector<SealOp> pending;
+  for (SealOp& s : seals_) {
+    if (!s.copy.Done()) {
+      pending.push_back(std::move(s));
+      continue;
+    }
+    const Status copied = s.copy.Wait();
+    CheckpointEntry* entry = catalog_.Find(s.key);
+    TIER_CHECK(entry != nullptr && entry->sealing);
+    entry->sealing = false;
+    if (copied.ok() && s.host_copy != nullptr) {
+      entry->host_copy = std::move(s.host_copy);
+      catalog_.AddPlacement(entry, kHost);
+      server_metrics_->Transition("none", "host");
+    }
+    if (!s.held_pages.empty()) ReleasePages(s.held_pages);
+    if (!copied.ok()) {
+      Log(TIER_LOG_WARN, "host: sealing " + KeyHex(s.key) + " failed: " + copied.ToString());
+      entry->doomed = true;
+    }
+    Event event;
+    event.kind = Event::kSealed;
+    event.id = s.id;
+    Emit(std::move(event));
+    DropIfDoomed(entry);
+  }
+  seals_ = std::move(pending);
+}
+
+bool Host::Impl::Evict(const tier_key& key) {
+  CheckpointEntry* entry = catalog_.Find(key);
+  if (entry == nullptr || entry->doomed) return false;
+  entry->doomed = true;  // hidden from lookups at once
+  DropIfDoomed(entry);
+  return true;
+}
+
+}  // namespace tier
