@@ -7,8 +7,9 @@
 namespace tier {
 namespace {
 
-Status FromDevice(const device::Status& status) {
-  return Status(TIER_IO_ERROR, "device: " + status.to_string());
+// A device error keeps its code (NO_SPACE, UNSUPPORTED, IO_ERROR, ...); the message says where.
+Status FromDevice(const Status& status) {
+  return status.Annotate("device");
 }
 
 // A checkpoint's segments in the engine's device memory, one allocation per non-empty segment.
@@ -39,16 +40,15 @@ class EngineDeviceTier : public DeviceTier {
         copy->segments.emplace_back();
         continue;
       }
-      auto buffer = engine_->allocate_device(segment.size());
+      auto buffer = engine_->AllocateDevice(segment.size());
       if (!buffer.ok()) return FromDevice(buffer.status());
-      auto transfer =
-          engine_->copy_to_device(buffer.value().data(), segment.data(), segment.size());
+      auto transfer = engine_->CopyToDevice(buffer.value().data(), segment.data(), segment.size());
       if (!transfer.ok()) return FromDevice(transfer.status());
       transfers.push_back(std::move(transfer.value()));
       copy->segments.push_back(std::move(buffer.value()));
     }
     for (const device::Transfer& t : transfers) {
-      device::Status done = t.wait();
+      Status done = t.Wait();
       if (!done.ok()) return FromDevice(done);
     }
     return std::unique_ptr<DeviceCopy>(std::move(copy));
@@ -67,12 +67,12 @@ class EngineDeviceTier : public DeviceTier {
       }
       if (segments[i].bytes() == 0) continue;
       auto transfer =
-          engine_->copy_to_host(host->segment(i).data(), segments[i].data(), segments[i].bytes());
+          engine_->CopyToHost(host->segment(i).data(), segments[i].data(), segments[i].bytes());
       if (!transfer.ok()) return FromDevice(transfer.status());
       transfers.push_back(std::move(transfer.value()));
     }
     for (const device::Transfer& t : transfers) {
-      device::Status done = t.wait();
+      Status done = t.Wait();
       if (!done.ok()) return FromDevice(done);
     }
     return Status::Ok();
@@ -87,11 +87,11 @@ class EngineDeviceTier : public DeviceTier {
 
 Result<std::unique_ptr<DeviceTier>> SelectDeviceTier(const std::string& preference,
                                                      std::string* reason) {
-  auto prefer = device::parse_device_preference(preference);
+  auto prefer = device::ParseDevicePreference(preference);
   if (!prefer.ok()) return Status(TIER_INVALID_ARGUMENT, "--device: " + prefer.status().message());
   device::EngineOptions options;
   options.prefer = prefer.value();
-  device::EngineSelection selection = device::select_transfer_engine(options);
+  device::EngineSelection selection = device::SelectTransferEngine(options);
   *reason = selection.reason;
   if (selection.engine == nullptr) {
     return Status(TIER_UNSUPPORTED, "--device " + preference + ": " + selection.reason);

@@ -5,12 +5,12 @@
 #include <memory>
 #include <string>
 
-#include "catalog.h"
 #include <tier/status.h>
+#include "catalog.h"
 
 namespace tier::device {
 class HostAllocator;
-}
+}  // namespace tier::device
 
 namespace tier {
 
@@ -22,7 +22,8 @@ class DeviceTier {
   virtual const char* path() const = 0;
   // "GPU 0: NVIDIA ..." or "CPU reference ...", for the start-up log line.
   virtual std::string description() const = 0;
-  // Copies every segment to the device; returns once the copy is complete.
+  // Copies every segment to the device; returns once the copy is complete. An error is the
+  // device's status, annotated "device: ".
   virtual Result<std::unique_ptr<DeviceCopy>> Upload(const HostCopy& host) = 0;
   // Copies a device copy back into `host`, whose segments have the uploaded sizes.
   virtual Status Download(const DeviceCopy& copy, HostCopy* host) = 0;

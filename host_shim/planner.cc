@@ -43,9 +43,9 @@ Planner::Planner(PlannerConfig config, const CostModel& cost, DeviceTier* device
   const uint64_t physical = config_.host_capacity_bytes / config_.bytes_scale;
   arena.capacity_bytes = (physical * 2 + (64ull << 20) + 4095) / 4096 * 4096;
   arena.chunk_bytes = std::min<uint64_t>(256ull << 20, arena.capacity_bytes);
-  auto created = device::HostArena::create(arena, device_->host_allocator());
+  auto created = device::HostArena::Create(arena, device_->host_allocator());
   if (!created.ok()) {
-    Log(TIER_LOG_ERROR, "planner: host arena: " + created.status().to_string());
+    Log(TIER_LOG_ERROR, "planner: host arena: " + created.status().ToString());
     std::abort();
   }
   arena_ = std::move(created.value());

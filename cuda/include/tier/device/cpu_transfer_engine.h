@@ -1,8 +1,7 @@
 // cpu_transfer_engine.h -- the CPU reference path of TransferEngine: host memory stands in for
 // device memory, one worker thread stands in for the CUDA stream (transfers run in submission
 // order and complete asynchronously), memcpy stands in for the kernels. Same bytes as CUDA.
-#ifndef TIER_DEVICE_CPU_TRANSFER_ENGINE_H
-#define TIER_DEVICE_CPU_TRANSFER_ENGINE_H
+#pragma once
 
 #include <cstdint>
 #include <memory>
@@ -22,10 +21,7 @@ struct CpuEngineOptions {
   std::uint32_t max_queued_transfers = 256;
 };
 
-// A CPU engine; never fails except on invalid options. Any thread.
-Result<std::unique_ptr<TransferEngine>> make_cpu_transfer_engine(
-    const CpuEngineOptions& options = {});
+// A CPU engine; never fails except on invalid options (INVALID_ARGUMENT). Any thread.
+Result<std::unique_ptr<TransferEngine>> MakeCpuTransferEngine(const CpuEngineOptions& options = {});
 
 }  // namespace tier::device
-
-#endif  // TIER_DEVICE_CPU_TRANSFER_ENGINE_H

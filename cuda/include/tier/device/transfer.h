@@ -2,15 +2,14 @@
 //
 // An engine returns a Transfer when it has queued the work; the work runs in submission order on
 // the engine's dedicated stream (CUDA) or worker thread (CPU). The caller keeps every buffer the
-// transfer reads or writes alive and unchanged until is_done() is true or wait() has returned.
-#ifndef TIER_DEVICE_TRANSFER_H
-#define TIER_DEVICE_TRANSFER_H
+// transfer reads or writes alive and unchanged until IsDone() is true or Wait() has returned.
+#pragma once
 
 #include <cstdint>
 #include <memory>
 #include <utility>
 
-#include "tier/device/status.h"
+#include "tier/status.h"
 
 namespace tier::device {
 
@@ -19,12 +18,12 @@ class Completion {
  public:
   virtual ~Completion() = default;
   // Blocks until the transfer has finished; returns its outcome.
-  virtual Status wait() = 0;
+  virtual Status Wait() = 0;
   // True once the transfer has finished, successfully or not; never blocks.
-  virtual bool is_done() = 0;
+  virtual bool IsDone() = 0;
   // Makes later work on `native_stream` (a cudaStream_t) wait for this transfer without blocking
   // the host; engines without streams block until done instead.
-  virtual Status make_stream_wait(void* native_stream) = 0;
+  virtual Status MakeStreamWait(void* native_stream) = 0;
 };
 
 class Transfer {
@@ -35,12 +34,12 @@ class Transfer {
       : completion_(std::move(completion)), bytes_(bytes) {}
 
   // Blocks until complete; returns the outcome (the same on every call). Any thread.
-  Status wait() const { return completion_ ? completion_->wait() : Status::Ok(); }
+  Status Wait() const { return completion_ ? completion_->Wait() : Status::Ok(); }
   // Polls without blocking. Any thread.
-  bool is_done() const { return completion_ ? completion_->is_done() : true; }
+  bool IsDone() const { return completion_ ? completion_->IsDone() : true; }
   // Orders later work on a CUDA stream of the caller's after this transfer. Any thread.
-  Status make_stream_wait(void* native_stream) const {
-    return completion_ ? completion_->make_stream_wait(native_stream) : Status::Ok();
+  Status MakeStreamWait(void* native_stream) const {
+    return completion_ ? completion_->MakeStreamWait(native_stream) : Status::Ok();
   }
   // Bytes the transfer moves between host and device memory (0 for an empty one).
   std::uint64_t bytes() const { return bytes_; }
@@ -51,5 +50,3 @@ class Transfer {
 };
 
 }  // namespace tier::device
-
-#endif  // TIER_DEVICE_TRANSFER_H
