@@ -10,6 +10,7 @@
 
 namespace tier::device {
 class HostAllocator;
+class TransferEngine;
 }  // namespace tier::device
 
 namespace tier {
@@ -22,10 +23,11 @@ class DeviceTier {
   virtual const char* path() const = 0;
   // "GPU 0: NVIDIA ..." or "CPU reference ...", for the start-up log line.
   virtual std::string description() const = 0;
-  // Copies every segment to the device; returns once the copy is complete. An error is the
-  // device's status, annotated "device: ".
+  // Copies every segment to the device; returns once the copy is complete. On an error (the
+  // device's status, annotated "device: ") nothing it queued is still running.
   virtual Result<std::unique_ptr<DeviceCopy>> Upload(const HostCopy& host) = 0;
-  // Copies a device copy back into `host`, whose segments have the uploaded sizes.
+  // Copies a device copy back into `host`, whose segments have the uploaded sizes. On an error
+  // nothing it queued is still running (so `host` may be freed at once).
   virtual Status Download(const DeviceCopy& copy, HostCopy* host) = 0;
   // Where the Host tier's memory comes from: pinned on the CUDA path, page-aligned otherwise.
   virtual std::shared_ptr<device::HostAllocator> host_allocator() = 0;
@@ -36,5 +38,9 @@ class DeviceTier {
 // in `reason`. INVALID_ARGUMENT/UNSUPPORTED when "cuda" is asked for and none is usable.
 Result<std::unique_ptr<DeviceTier>> SelectDeviceTier(const std::string& preference,
                                                      std::string* reason);
+
+// The Device tier over an engine the caller made (tests: a CPU engine with test seams); owns it.
+// Any thread.
+std::unique_ptr<DeviceTier> MakeEngineDeviceTier(std::unique_ptr<device::TransferEngine> engine);
 
 }  // namespace tier

@@ -49,6 +49,7 @@ class CpuTransferEngine final : public TransferEngine {
   explicit CpuTransferEngine(const CpuEngineOptions& options)
       : options_(options),
         host_allocator_(MakeAlignedHostAllocator()),
+        device_allocator_(options.device_allocator ? options.device_allocator : host_allocator_),
         staging_(options.staging_bytes) {
     if (options_.worker_thread) worker_ = std::thread([this] { RunWorker(); });
   }
@@ -78,9 +79,9 @@ class CpuTransferEngine final : public TransferEngine {
 
   Result<DeviceBuffer> AllocateDevice(std::uint64_t bytes) override {
     if (bytes == 0) return Status::InvalidArgument("device allocation of 0 bytes");
-    Result<void*> mem = host_allocator_->Allocate(bytes);
+    Result<void*> mem = device_allocator_->Allocate(bytes);
     if (!mem.ok()) return mem.status();
-    std::shared_ptr<HostAllocator> allocator = host_allocator_;
+    std::shared_ptr<HostAllocator> allocator = device_allocator_;
     return DeviceBuffer(static_cast<std::byte*>(*mem), bytes,
                         [allocator, bytes](std::byte* p) { allocator->Deallocate(p, bytes); });
   }
@@ -158,6 +159,7 @@ class CpuTransferEngine final : public TransferEngine {
     auto completion = std::make_shared<CpuCompletion>();
     if (!options_.worker_thread) {
       std::lock_guard<std::mutex> lock(inline_mu_);  // one transfer at a time, like a stream
+      if (options_.before_transfer) options_.before_transfer();
       completion->Finish(work());
       return Transfer(completion, bytes);
     }
@@ -179,6 +181,7 @@ class CpuTransferEngine final : public TransferEngine {
         queue_.pop_front();
         space_cv_.notify_all();
       }
+      if (options_.before_transfer) options_.before_transfer();
       task.completion->Finish(task.work());
     }
   }
@@ -211,7 +214,8 @@ class CpuTransferEngine final : public TransferEngine {
 
   const CpuEngineOptions options_;
   const std::shared_ptr<HostAllocator> host_allocator_;
-  std::vector<unsigned char> staging_;  // used by one transfer at a time
+  const std::shared_ptr<HostAllocator> device_allocator_;  // host_allocator_ unless a test's
+  std::vector<unsigned char> staging_;                     // used by one transfer at a time
   std::mutex inline_mu_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -75,11 +75,16 @@ TEST_P(EngineShuffle, MatchesCpuShuffle) {
       Result<DeviceBuffer> d_dst = engine->AllocateDevice(size);
       Result<DeviceBuffer> d_back = engine->AllocateDevice(size);
       ASSERT_TRUE(d_src.ok() && d_dst.ok() && d_back.ok());
-      ASSERT_TRUE(engine->CopyToDevice(d_src->data(), src.data(), size).ok());
-      ASSERT_TRUE(engine->ByteShuffle(d_dst->data(), d_src->data(), size, e, false).ok());
-      ASSERT_TRUE(engine->ByteShuffle(d_back->data(), d_dst->data(), size, e, true).ok());
       std::vector<std::byte> shuffled(size), back(size);
-      ASSERT_TRUE(engine->CopyToHost(shuffled.data(), d_dst->data(), size).ok());
+      // Queued without waiting (the handles stay alive until the end of the iteration).
+      Result<Transfer> up = engine->CopyToDevice(d_src->data(), src.data(), size);
+      ASSERT_TRUE(up.ok());
+      Result<Transfer> forward = engine->ByteShuffle(d_dst->data(), d_src->data(), size, e, false);
+      ASSERT_TRUE(forward.ok());
+      Result<Transfer> inverse = engine->ByteShuffle(d_back->data(), d_dst->data(), size, e, true);
+      ASSERT_TRUE(inverse.ok());
+      Result<Transfer> down = engine->CopyToHost(shuffled.data(), d_dst->data(), size);
+      ASSERT_TRUE(down.ok());
       Result<Transfer> last = engine->CopyToHost(back.data(), d_back->data(), size);
       ASSERT_TRUE(last.ok());
       ASSERT_TRUE(last->Wait().ok());  // stream order: everything before it is done too

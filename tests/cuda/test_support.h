@@ -1,22 +1,29 @@
 // test_support.h -- shared helpers of the tier_cuda tests: engines by kind, small layouts, random
-// pools, and an independent reference of the segment byte order.
+// pools, an independent reference of the segment byte order, and the seams that show what runs
+// after a caller has freed its buffers (a quarantining allocator, a slow worker).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "tier/device/cpu_transfer_engine.h"
 #include "tier/device/cuda_transfer_engine.h"
+#include "tier/device/host_arena.h"
 #include "tier/device/pool_layout.h"
 #include "tier/device/transfer_engine.h"
 #include "tier/status.h"
@@ -184,6 +191,66 @@ inline std::vector<std::byte> ExpectedSegment(const PoolLayout& layout, const Po
     }
   }
   return seg;
+}
+
+// Device memory for the CPU engine's test seam (CpuEngineOptions::device_allocator) that keeps
+// what is freed: Deallocate() fills a block with kPoison and holds it until the allocator goes,
+// so a write after the free shows as a changed byte. Refuses (NO_SPACE) every allocation after
+// the first `allocations_allowed`. Thread-safe.
+class QuarantineAllocator final : public HostAllocator {
+ public:
+  static constexpr std::byte kPoison{0xDD};
+
+  explicit QuarantineAllocator(int allocations_allowed = 1 << 30)
+      : allocations_left_(allocations_allowed) {}
+  ~QuarantineAllocator() override {
+    for (const auto& [data, bytes] : freed_) inner_->Deallocate(data, bytes);
+  }
+  const char* name() const override { return "quarantine"; }
+  bool pinned() const override { return false; }
+  Result<void*> Allocate(std::uint64_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (allocations_left_ == 0) {
+      return Status::NoSpace("quarantine allocator: no room for " + std::to_string(bytes) +
+                             " bytes (test bound)");
+    }
+    --allocations_left_;
+    return inner_->Allocate(bytes);
+  }
+  void Deallocate(void* data, std::uint64_t bytes) override {
+    std::memset(data, static_cast<int>(kPoison), bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    freed_.emplace_back(static_cast<std::byte*>(data), bytes);
+  }
+
+  // Blocks freed so far.
+  std::size_t freed_blocks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return freed_.size();
+  }
+  // Bytes of freed blocks that no longer hold the poison: written after they were freed. Call it
+  // once nothing runs any more (after Synchronize(), or with the engine gone).
+  std::uint64_t BytesWrittenAfterFree() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::uint64_t written_bytes = 0;
+    for (const auto& [data, bytes] : freed_) {
+      written_bytes += static_cast<std::uint64_t>(
+          std::count_if(data, data + bytes, [](std::byte b) { return b != kPoison; }));
+    }
+    return written_bytes;
+  }
+
+ private:
+  const std::shared_ptr<HostAllocator> inner_ = MakeAlignedHostAllocator();
+  mutable std::mutex mu_;
+  int allocations_left_;
+  std::vector<std::pair<std::byte*, std::uint64_t>> freed_;
+};
+
+// A CpuEngineOptions::before_transfer that makes the worker slow: every transfer starts
+// `delay_ms` late, so a caller that returns without waiting is long gone when it runs.
+inline std::function<void()> SlowWorker(int delay_ms = 30) {
+  return [delay_ms] { std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms)); };
 }
 
 // `count` distinct page ids of [0, page_count) in random order.

@@ -1,4 +1,5 @@
-// Asynchronous copies, completion, ordering and bounds, on every engine.
+// Asynchronous copies, completion, ordering and bounds, on every engine; what a transfer's last
+// handle does when it goes.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -95,11 +96,16 @@ TEST(CpuEngine, SmallQueueBoundStillCompletesEverything) {
   std::vector<std::byte> src = RandomBytes(1 << 20, 3), back(1 << 20);
   Result<DeviceBuffer> dev = (*engine)->AllocateDevice(src.size());
   ASSERT_TRUE(dev.ok());
+  std::vector<Transfer> queued;  // kept, so that submits run into the bound of 2
   for (int i = 0; i < 64; ++i) {
     const std::uint64_t off = i * (src.size() / 64);
-    ASSERT_TRUE((*engine)->CopyToDevice(dev->data() + off, src.data() + off, src.size() / 64).ok());
+    Result<Transfer> t =
+        (*engine)->CopyToDevice(dev->data() + off, src.data() + off, src.size() / 64);
+    ASSERT_TRUE(t.ok());
+    queued.push_back(*t);
   }
-  ASSERT_TRUE((*engine)->CopyToHost(back.data(), dev->data(), back.size()).ok());
+  Result<Transfer> down = (*engine)->CopyToHost(back.data(), dev->data(), back.size());
+  ASSERT_TRUE(down.ok());
   ASSERT_TRUE((*engine)->Synchronize().ok());
   EXPECT_EQ(back, src);
   EXPECT_STREQ((*engine)->path_name(), "cpu");
@@ -118,6 +124,55 @@ TEST(CpuEngine, StagingTooSmallForOnePageIsRefused) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), TIER_NO_SPACE);
   EXPECT_NE(t.status().message().find("cannot hold one page"), std::string::npos);
+}
+
+// The last handle of a transfer waits for it (transfer.h): a caller that drops its handles and
+// then frees the buffers never frees memory under queued work. The worker starts every transfer
+// late; the device memory is quarantined, so a write after its free would show.
+TEST(TransferHandle, DroppedHandlesWaitBeforeTheBufferIsFreed) {
+  auto quarantine = std::make_shared<QuarantineAllocator>();
+  auto engine = MakeCpuTransferEngine(
+      {.worker_thread = true, .device_allocator = quarantine, .before_transfer = SlowWorker()});
+  ASSERT_TRUE(engine.ok());
+  constexpr std::uint64_t kBytes = 1 << 16;
+  const std::vector<std::byte> src = RandomBytes(kBytes, 21);
+  {
+    Result<DeviceBuffer> dev = (*engine)->AllocateDevice(kBytes);
+    ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+    std::vector<Transfer> queued;  // declared after `dev`: released before it
+    for (int i = 0; i < 3; ++i) {
+      Result<Transfer> t = (*engine)->CopyToDevice(dev->data(), src.data(), kBytes);
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      queued.push_back(*t);  // a copy: the Result's handle goes at the end of the iteration
+    }
+  }  // the handles go, then the buffer
+  EXPECT_EQ(quarantine->freed_blocks(), 1u);
+  ASSERT_TRUE((*engine)->Synchronize().ok());
+  EXPECT_EQ(quarantine->BytesWrittenAfterFree(), 0u);
+}
+
+TEST(TransferHandle, AssigningOverAPendingTransferWaitsForIt) {
+  auto quarantine = std::make_shared<QuarantineAllocator>();
+  auto engine = MakeCpuTransferEngine(
+      {.worker_thread = true, .device_allocator = quarantine, .before_transfer = SlowWorker()});
+  ASSERT_TRUE(engine.ok());
+  constexpr std::uint64_t kBytes = 1 << 16;
+  const std::vector<std::byte> src = RandomBytes(kBytes, 22);
+  std::vector<std::byte> back(kBytes);
+  Result<DeviceBuffer> dev = (*engine)->AllocateDevice(kBytes);
+  ASSERT_TRUE(dev.ok());
+  Result<Transfer> up = (*engine)->CopyToDevice(dev->data(), src.data(), kBytes);
+  ASSERT_TRUE(up.ok());
+  Result<Transfer> down = (*engine)->CopyToHost(back.data(), dev->data(), kBytes);
+  ASSERT_TRUE(down.ok());
+  Transfer shared = *down;  // two handles of the download
+  *down = Transfer();       // not the last one: the download may still be queued
+  shared = Transfer();      // the last one: returns when the download is done
+  EXPECT_EQ(back, src);     // so its bytes are there, without a Wait()
+  EXPECT_TRUE(up->IsDone());
+  dev->Reset();
+  ASSERT_TRUE((*engine)->Synchronize().ok());
+  EXPECT_EQ(quarantine->BytesWrittenAfterFree(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, AsyncCopy,
