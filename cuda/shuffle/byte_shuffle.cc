@@ -12,16 +12,16 @@ namespace {
 
 // Scalar reference loops; E is the element size in bytes. They handle elements [first, n).
 template <std::uint32_t E>
-void shuffle_scalar(const unsigned char* src, unsigned char* dst, std::uint64_t first,
-                    std::uint64_t n) {
+void ShuffleScalar(const unsigned char* src, unsigned char* dst, std::uint64_t first,
+                   std::uint64_t n) {
   for (std::uint64_t i = first; i < n; ++i) {
     for (std::uint32_t b = 0; b < E; ++b) dst[b * n + i] = src[i * E + b];
   }
 }
 
 template <std::uint32_t E>
-void unshuffle_scalar(const unsigned char* src, unsigned char* dst, std::uint64_t first,
-                      std::uint64_t n) {
+void UnshuffleScalar(const unsigned char* src, unsigned char* dst, std::uint64_t first,
+                     std::uint64_t n) {
   for (std::uint64_t i = first; i < n; ++i) {
     for (std::uint32_t b = 0; b < E; ++b) dst[i * E + b] = src[b * n + i];
   }
@@ -29,42 +29,42 @@ void unshuffle_scalar(const unsigned char* src, unsigned char* dst, std::uint64_
 
 #if defined(__SSE2__)
 // SSE2 (every x86-64): 16 elements per step, unaligned loads and stores; returns the elements done.
-inline __m128i load(const unsigned char* p) {
+inline __m128i Load(const unsigned char* p) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
-inline void store(unsigned char* p, __m128i v) {
+inline void Store(unsigned char* p, __m128i v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
 }
 
-std::uint64_t shuffle2_sse2(const unsigned char* src, unsigned char* dst, std::uint64_t n) {
+std::uint64_t Shuffle2Sse2(const unsigned char* src, unsigned char* dst, std::uint64_t n) {
   const __m128i low = _mm_set1_epi16(0x00FF);
   std::uint64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m128i a = load(src + 2 * i);
-    const __m128i b = load(src + 2 * i + 16);
-    store(dst + i, _mm_packus_epi16(_mm_and_si128(a, low), _mm_and_si128(b, low)));
-    store(dst + n + i, _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+    const __m128i a = Load(src + 2 * i);
+    const __m128i b = Load(src + 2 * i + 16);
+    Store(dst + i, _mm_packus_epi16(_mm_and_si128(a, low), _mm_and_si128(b, low)));
+    Store(dst + n + i, _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
   }
   return i;
 }
 
-std::uint64_t unshuffle2_sse2(const unsigned char* src, unsigned char* dst, std::uint64_t n) {
+std::uint64_t Unshuffle2Sse2(const unsigned char* src, unsigned char* dst, std::uint64_t n) {
   std::uint64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m128i lo = load(src + i);
-    const __m128i hi = load(src + n + i);
-    store(dst + 2 * i, _mm_unpacklo_epi8(lo, hi));
-    store(dst + 2 * i + 16, _mm_unpackhi_epi8(lo, hi));
+    const __m128i lo = Load(src + i);
+    const __m128i hi = Load(src + n + i);
+    Store(dst + 2 * i, _mm_unpacklo_epi8(lo, hi));
+    Store(dst + 2 * i + 16, _mm_unpackhi_epi8(lo, hi));
   }
   return i;
 }
 
-std::uint64_t shuffle4_sse2(const unsigned char* src, unsigned char* dst, std::uint64_t n) {
+std::uint64_t Shuffle4Sse2(const unsigned char* src, unsigned char* dst, std::uint64_t n) {
   const __m128i low = _mm_set1_epi32(0xFF);
   std::uint64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m128i v[4] = {load(src + 4 * i), load(src + 4 * i + 16), load(src + 4 * i + 32),
-                          load(src + 4 * i + 48)};
+    const __m128i v[4] = {Load(src + 4 * i), Load(src + 4 * i + 16), Load(src + 4 * i + 32),
+                          Load(src + 4 * i + 48)};
     for (int b = 0; b < 4; ++b) {
       __m128i x[4];
       for (int k = 0; k < 4; ++k) {
@@ -73,41 +73,41 @@ std::uint64_t shuffle4_sse2(const unsigned char* src, unsigned char* dst, std::u
       }
       const __m128i p01 = _mm_packus_epi16(x[0], x[1]);  // 16-bit lanes holding bytes of e0..e7
       const __m128i p23 = _mm_packus_epi16(x[2], x[3]);  // e8..e15
-      store(dst + static_cast<std::uint64_t>(b) * n + i, _mm_packus_epi16(p01, p23));
+      Store(dst + static_cast<std::uint64_t>(b) * n + i, _mm_packus_epi16(p01, p23));
     }
   }
   return i;
 }
 
-std::uint64_t unshuffle4_sse2(const unsigned char* src, unsigned char* dst, std::uint64_t n) {
+std::uint64_t Unshuffle4Sse2(const unsigned char* src, unsigned char* dst, std::uint64_t n) {
   std::uint64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m128i p0 = load(src + i);
-    const __m128i p1 = load(src + n + i);
-    const __m128i p2 = load(src + 2 * n + i);
-    const __m128i p3 = load(src + 3 * n + i);
+    const __m128i p0 = Load(src + i);
+    const __m128i p1 = Load(src + n + i);
+    const __m128i p2 = Load(src + 2 * n + i);
+    const __m128i p3 = Load(src + 3 * n + i);
     const __m128i t01lo = _mm_unpacklo_epi8(p0, p1);  // e0..e7 as (b0, b1)
     const __m128i t01hi = _mm_unpackhi_epi8(p0, p1);  // e8..e15
     const __m128i t23lo = _mm_unpacklo_epi8(p2, p3);
     const __m128i t23hi = _mm_unpackhi_epi8(p2, p3);
-    store(dst + 4 * i, _mm_unpacklo_epi16(t01lo, t23lo));
-    store(dst + 4 * i + 16, _mm_unpackhi_epi16(t01lo, t23lo));
-    store(dst + 4 * i + 32, _mm_unpacklo_epi16(t01hi, t23hi));
-    store(dst + 4 * i + 48, _mm_unpackhi_epi16(t01hi, t23hi));
+    Store(dst + 4 * i, _mm_unpacklo_epi16(t01lo, t23lo));
+    Store(dst + 4 * i + 16, _mm_unpackhi_epi16(t01lo, t23lo));
+    Store(dst + 4 * i + 32, _mm_unpacklo_epi16(t01hi, t23hi));
+    Store(dst + 4 * i + 48, _mm_unpackhi_epi16(t01hi, t23hi));
   }
   return i;
 }
 #else
-std::uint64_t shuffle2_sse2(const unsigned char*, unsigned char*, std::uint64_t) {
+std::uint64_t Shuffle2Sse2(const unsigned char*, unsigned char*, std::uint64_t) {
   return 0;
 }
-std::uint64_t unshuffle2_sse2(const unsigned char*, unsigned char*, std::uint64_t) {
+std::uint64_t Unshuffle2Sse2(const unsigned char*, unsigned char*, std::uint64_t) {
   return 0;
 }
-std::uint64_t shuffle4_sse2(const unsigned char*, unsigned char*, std::uint64_t) {
+std::uint64_t Shuffle4Sse2(const unsigned char*, unsigned char*, std::uint64_t) {
   return 0;
 }
-std::uint64_t unshuffle4_sse2(const unsigned char*, unsigned char*, std::uint64_t) {
+std::uint64_t Unshuffle4Sse2(const unsigned char*, unsigned char*, std::uint64_t) {
   return 0;
 }
 #endif
@@ -116,7 +116,7 @@ Status Run(std::span<const std::byte> src, std::span<std::byte> dst, std::uint32
            bool inverse) {
   if (src.size() != dst.size()) {
     return Status::InvalidArgument("byte shuffle: src has " + std::to_string(src.size()) +
-                            " bytes but dst " + std::to_string(dst.size()));
+                                   " bytes but dst " + std::to_string(dst.size()));
   }
   TIER_RETURN_IF_ERROR(CheckByteShuffleArgs(src.data(), dst.data(), src.size(), element_bytes));
   if (src.empty()) return Status::Ok();
@@ -126,15 +126,15 @@ Status Run(std::span<const std::byte> src, std::span<std::byte> dst, std::uint32
   const std::uint64_t tail = src.size() % element_bytes;
   if (element_bytes == 2) {
     if (inverse) {
-      unshuffle_scalar<2>(s, d, unshuffle2_sse2(s, d, n), n);
+      UnshuffleScalar<2>(s, d, Unshuffle2Sse2(s, d, n), n);
     } else {
-      shuffle_scalar<2>(s, d, shuffle2_sse2(s, d, n), n);
+      ShuffleScalar<2>(s, d, Shuffle2Sse2(s, d, n), n);
     }
   } else {
     if (inverse) {
-      unshuffle_scalar<4>(s, d, unshuffle4_sse2(s, d, n), n);
+      UnshuffleScalar<4>(s, d, Unshuffle4Sse2(s, d, n), n);
     } else {
-      shuffle_scalar<4>(s, d, shuffle4_sse2(s, d, n), n);
+      ShuffleScalar<4>(s, d, Shuffle4Sse2(s, d, n), n);
     }
   }
   if (tail != 0) std::memcpy(d + n * element_bytes, s + n * element_bytes, tail);
@@ -144,10 +144,10 @@ Status Run(std::span<const std::byte> src, std::span<std::byte> dst, std::uint32
 }  // namespace
 
 Status CheckByteShuffleArgs(const void* src, const void* dst, std::uint64_t bytes,
-                               std::uint32_t element_bytes) {
+                            std::uint32_t element_bytes) {
   if (element_bytes != 2 && element_bytes != 4) {
     return Status::InvalidArgument("byte shuffle: element_bytes " + std::to_string(element_bytes) +
-                            " is not 2 or 4");
+                                   " is not 2 or 4");
   }
   if (bytes == 0) return Status::Ok();
   if (src == nullptr || dst == nullptr) return Status::InvalidArgument("byte shuffle: null buffer");
@@ -160,12 +160,12 @@ Status CheckByteShuffleArgs(const void* src, const void* dst, std::uint64_t byte
 }
 
 Status ByteShuffle(std::span<const std::byte> src, std::span<std::byte> dst,
-                    std::uint32_t element_bytes) {
+                   std::uint32_t element_bytes) {
   return Run(src, dst, element_bytes, /*inverse=*/false);
 }
 
 Status ByteUnshuffle(std::span<const std::byte> src, std::span<std::byte> dst,
-                      std::uint32_t element_bytes) {
+                     std::uint32_t element_bytes) {
   return Run(src, dst, element_bytes, /*inverse=*/true);
 }
 

@@ -1,6 +1,5 @@
 // page_copy_job.h (internal) -- one validated gather or scatter of one layer, engine-neutral.
-#ifndef TIER_DEVICE_SRC_PAGE_COPY_JOB_H
-#define TIER_DEVICE_SRC_PAGE_COPY_JOB_H
+#pragma once
 
 #include <array>
 #include <cstddef>
@@ -9,8 +8,8 @@
 #include <vector>
 
 #include "tier/device/pool_layout.h"
-#include "tier/device/status.h"
 #include "tier/device/transfer_engine.h"
+#include "tier/status.h"
 
 namespace tier::device::detail {
 
@@ -41,15 +40,14 @@ struct PageCopyJob {
 
 // Checks everything a gather/scatter request can get wrong and builds the job: layout valid, view
 // shaped like the layout with non-null planes, layer in range, segment of exactly the right size,
-// page table no longer than the pool, ids in range, and (scatter) no id twice. Any thread.
-Result<PageCopyJob> make_page_copy_job(CopyDirection direction, const PoolLayout& layout,
-                                       const PoolView& pool, std::uint32_t layer,
-                                       std::span<const std::uint32_t> page_table,
-                                       std::byte* segment, std::uint64_t segment_bytes);
+// page table no longer than the pool, ids in range, and (scatter) no id twice; INVALID_ARGUMENT
+// naming the layer, index and id otherwise. Any thread.
+Result<PageCopyJob> MakePageCopyJob(CopyDirection direction, const PoolLayout& layout,
+                                    const PoolView& pool, std::uint32_t layer,
+                                    std::span<const std::uint32_t> page_table, std::byte* segment,
+                                    std::uint64_t segment_bytes);
 
 // The reference: runs the job on host memory with plain memcpy, page by page. Any thread.
-void run_page_copy_on_host(const PageCopyJob& job);
+void RunPageCopyOnHost(const PageCopyJob& job);
 
 }  // namespace tier::device::detail
-
-#endif  // TIER_DEVICE_SRC_PAGE_COPY_JOB_H

@@ -2,8 +2,7 @@
 // kMaxPagesPerLaunch pages of one layer moved between the pool and a staging buffer that holds
 // them plane-major. Shared by the CUDA kernels and the CPU engine's staged mode, so the address
 // arithmetic the GPU runs is the one the CPU tests exercise. C++17, no std::span: nvcc reads it.
-#ifndef TIER_DEVICE_SRC_PAGE_COPY_PARAMS_H
-#define TIER_DEVICE_SRC_PAGE_COPY_PARAMS_H
+#pragma once
 
 #include <cstdint>
 
@@ -32,17 +31,15 @@ struct PageCopyParams {
 static_assert(sizeof(PageCopyParams) <= 4000, "kernel parameters must stay under 4 KiB");
 
 // Pool address of plane q of the page in staging slot i.
-TIER_HOST_DEVICE inline unsigned char* pool_page(const PageCopyParams& p, std::uint32_t q,
-                                                 std::uint32_t i) {
+TIER_HOST_DEVICE inline unsigned char* PoolPage(const PageCopyParams& p, std::uint32_t q,
+                                                std::uint32_t i) {
   return p.plane_base[q] + static_cast<std::uint64_t>(p.page_ids[i]) * p.bytes_per_page[q];
 }
 
 // Staging address of plane q of staging slot i (plane-major within the launch).
-TIER_HOST_DEVICE inline unsigned char* staging_page(const PageCopyParams& p, std::uint32_t q,
-                                                    std::uint32_t i) {
+TIER_HOST_DEVICE inline unsigned char* StagingPage(const PageCopyParams& p, std::uint32_t q,
+                                                   std::uint32_t i) {
   return p.staging + p.staging_offset[q] + static_cast<std::uint64_t>(i) * p.bytes_per_page[q];
 }
 
 }  // namespace tier::device::detail
-
-#endif  // TIER_DEVICE_SRC_PAGE_COPY_PARAMS_H

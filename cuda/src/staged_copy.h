@@ -1,10 +1,9 @@
 // staged_copy.h (internal) -- how a gather/scatter moves through a bounded staging buffer: the
-// page table is cut into stages of at most pages_per_stage() pages; each stage is one kernel
+// page table is cut into stages of at most PagesPerStage() pages; each stage is one kernel
 // launch (PageCopyParams) plus one contiguous host<->staging copy per plane (PlaneRun). The CUDA
 // engine runs it with kernels and cudaMemcpyAsync, the CPU engine's staged mode with memcpy, so
 // this arithmetic is tested on machines without a GPU.
-#ifndef TIER_DEVICE_SRC_STAGED_COPY_H
-#define TIER_DEVICE_SRC_STAGED_COPY_H
+#pragma once
 
 #include <cstdint>
 
@@ -21,18 +20,16 @@ struct PlaneRun {
 
 // Pages one stage holds: min(kMaxPagesPerLaunch, staging_bytes / layer page bytes); 0 when one
 // page does not fit.
-std::uint32_t pages_per_stage(const PageCopyJob& job, std::uint64_t staging_bytes);
+std::uint32_t PagesPerStage(const PageCopyJob& job, std::uint64_t staging_bytes);
 
 // Fills the launch parameters and the per-plane runs for pages [first, first + count) of the job,
 // staged at `staging`. count must be 1..kMaxPagesPerLaunch.
-void make_stage(const PageCopyJob& job, std::uint32_t first, std::uint32_t count,
-                unsigned char* staging, PageCopyParams* params,
-                PlaneRun (&runs)[kMaxPlanesPerLayer]);
+void MakeStage(const PageCopyJob& job, std::uint32_t first, std::uint32_t count,
+               unsigned char* staging, PageCopyParams* params,
+               PlaneRun (&runs)[kMaxPlanesPerLayer]);
 
 // What the kernels do, on host memory: pool -> staging (gather) and staging -> pool (scatter).
-void gather_stage_on_host(const PageCopyParams& params);
-void scatter_stage_on_host(const PageCopyParams& params);
+void GatherStageOnHost(const PageCopyParams& params);
+void ScatterStageOnHost(const PageCopyParams& params);
 
 }  // namespace tier::device::detail
-
-#endif  // TIER_DEVICE_SRC_STAGED_COPY_H

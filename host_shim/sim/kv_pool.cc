@@ -81,10 +81,10 @@ Result<std::unique_ptr<KvPool>> KvPool::Create(device::TransferEngine* engine,
                                                const ModelProfile& profile, uint64_t bytes_scale,
                                                uint32_t page_count) {
   const device::PoolLayout layout = SimPoolLayout(profile, bytes_scale, page_count);
-  auto pool = engine->allocate_pool(layout);
+  auto pool = engine->AllocatePool(layout);
   if (!pool.ok()) {
     return Status::NoSpace("simulator KV pool of " + std::to_string(page_count) +
-                           " pages: " + pool.status().to_string());
+                           " pages: " + pool.status().ToString());
   }
   std::unique_ptr<KvPool> kv(
       new KvPool(engine, std::move(pool.value()), SimStateShapes(profile, bytes_scale)));
@@ -179,8 +179,8 @@ bool KvPool::Check(std::span<const uint64_t> prefix_hashes, uint32_t block_token
 Result<std::unique_ptr<KvPool::StateSet>> KvPool::NewStateSet() {
   auto set = std::make_unique<StateSet>();
   for (StateBuffer shape : shapes_) {
-    auto memory = engine_->allocate_device(shape.bytes);
-    if (!memory.ok()) return Status::NoSpace("lane state: " + memory.status().to_string());
+    auto memory = engine_->AllocateDevice(shape.bytes);
+    if (!memory.ok()) return Status::NoSpace("lane state: " + memory.status().ToString());
     shape.data = memory.value().data();
     set->buffers.push_back(shape);
     set->memory.push_back(std::move(memory.value()));

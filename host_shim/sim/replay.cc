@@ -211,7 +211,7 @@ bool Engine::Verify(size_t index, const Admission& a) {
   const std::vector<uint64_t> hashes =
       PrefixHashes(std::span(r.blocks).first(std::min(cached_blocks, r.blocks.size())));
   if (a.pages_shared) {
-    const device::Status copied = a.state_copy.wait();
+    const Status copied = a.state_copy.Wait();
     if (!copied.ok()) return false;
   }
   const bool exact = pool_.Check(hashes, w_.block_tokens, a.pages) &&
@@ -262,6 +262,10 @@ void Engine::Admitted(size_t index, const Admission& admission) {
   s.pages.insert(s.pages.end(), fresh.begin(), fresh.end());
 
   uint64_t admission_ns = 0;
+  if (a.prefetched) {
+    report_.prefetch_hidden_seconds +=
+        static_cast<double>(a.prefetch_hidden_ns * host_.options().bytes_scale) / 1e9;
+  }
   if (a.outcome == Outcome::kColdRestore) {
     // Measured wall time of the real (scaled) restore, scaled back to the logical size.
     admission_ns = a.cold_restore_ns * host_.options().bytes_scale + a.transfer_model_ns;

@@ -62,6 +62,7 @@ struct ReplayReport {
   uint64_t pending_admissions = 0;  // admissions that were not ready at once
   uint64_t max_pending_at_once = 0;
   uint64_t prefetch_hints = 0;
+  double prefetch_hidden_seconds = 0;  // cold restore time (virtual) prefetches took off requests
   uint64_t verified_restores = 0;
   uint64_t mismatched_restores = 0;
   uint64_t provider_calls_outside_admission = 0;  // must be 0: no cold I/O while decoding

@@ -61,7 +61,7 @@ nlohmann::json ReportJson(const ReplayReport& r) {
           {"prefetches", h.prefetches},
           {"prefetches_used", h.prefetches_used},
           {"prefetches_wasted", h.prefetches_wasted},
-          {"prefetch_hidden_seconds", static_cast<double>(h.prefetch_hidden_ns) / 1e9},
+          {"prefetch_hidden_seconds", r.prefetch_hidden_seconds},
           {"provider_timeouts", h.timeouts},
           {"verified_restores", r.verified_restores},
           {"mismatched_restores", r.mismatched_restores},
@@ -131,7 +131,7 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
   if (r.host.prefetches > 0) {
     out << "prefetch (" << r.provider << "): " << r.host.prefetches << " cold restores started early, "
         << r.host.prefetches_used << " used, " << r.host.prefetches_wasted << " wasted, "
-        << Fixed(static_cast<double>(r.host.prefetch_hidden_ns) / 1e9, 1)
+        << Fixed(r.prefetch_hidden_seconds, 1)
         << " s of restore time taken off requests\n";
   }
   if (r.interrupted) {

@@ -301,8 +301,15 @@ void Host::Impl::ReleaseSlot(AdmissionOp* op) {
 
 void Host::Impl::StartRestore(AdmissionOp* op) {
   CheckpointEntry* e = op->entry;
-  // A plan is only good for the catalog it was made against.
-  if (catalog_.Find(e->key) != e || e->generation != op->planned_generation || !e->in(kCold)) {
+  // A plan is only good for the catalog it was made against. If meanwhile another operation
+  // brought the checkpoint into Host, use that; if it is leaving or lost its cold copy, the plan
+  // is stale: prefill from the root.
+  if (e->generation != op->planned_generation || !e->in(kCold) || e->doomed) {
+    ReleaseSlot(op);
+    if (!e->doomed && (e->in(kHost) || e->in(kDevice))) {
+      TryCandidate(op);
+      return;
+    }
     Log(TIER_LOG_DEBUG, "host: stale plan for " + KeyHex(e->key) + ", prefilling from the root");
     Skip(op, RootReason::kStalePlan, false);
     return;
@@ -370,8 +377,11 @@ void Host::Impl::OnRestored(uint64_t id, std::shared_ptr<HostCopy> buffers,
   if (e->remote) ++stats_.remote_hits;
   if (op->cancelled || op->prefetch) {
     if (op->prefetch) {
+      // The hint says it is about to be used: it ranks as if used now, so pressure does not take
+      // back what it just fetched.
       e->prefetched = true;
       e->prefetch_restore_ns = done.duration_ns;
+      e->last_use_ns = std::max(e->last_use_ns, op->now_ns);
     }
     Unpin(e);
     op->entry = nullptr;

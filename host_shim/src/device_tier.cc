@@ -8,18 +8,18 @@
 
 namespace tier {
 
-Status FromDevice(const device::Status& status, const std::string& what) {
-  return Status::IoError("device: " + what + ": " + status.to_string());
+Status FromDevice(const Status& status, const std::string& what) {
+  return status.Annotate("device: " + what);  // the device layer's code, kept
 }
 
 bool CopyJob::Done() const {
   return std::all_of(transfers_.begin(), transfers_.end(),
-                     [](const device::Transfer& t) { return t.is_done(); });
+                     [](const device::Transfer& t) { return t.IsDone(); });
 }
 
 Status CopyJob::Wait() const {
   for (const device::Transfer& t : transfers_) {
-    const device::Status done = t.wait();
+    const Status done = t.Wait();
     if (!done.ok()) return FromDevice(done, "copy");
   }
   return Status::Ok();
@@ -28,8 +28,7 @@ Status CopyJob::Wait() const {
 Result<std::unique_ptr<DeviceTier>> DeviceTier::Create(
     std::shared_ptr<device::TransferEngine> engine, KvPool pool) {
   if (engine == nullptr) return Status::InvalidArgument("no transfer engine");
-  const device::Status valid = pool.layout.validate();
-  if (!valid.ok()) return Status::InvalidArgument("KV pool layout: " + valid.to_string());
+  TIER_RETURN_IF_ERROR(pool.layout.Validate().Annotate("KV pool layout"));
   if (pool.layout.tokens_per_page() == 0) {
     return Status::InvalidArgument("KV pool layout: tokens_per_page is 0");
   }
@@ -82,7 +81,7 @@ Result<CopyJob> DeviceTier::ToHost(std::span<const uint32_t> pages,
   TIER_CHECK(dst.segment_count() >= kv_layers() + state.size());
   CopyJob job;
   for (uint32_t l = 0; l < kv_layers(); ++l) {
-    auto gathered = engine_->gather(pool_.layout, pool_.view, l, pages, dst.segment(l));
+    auto gathered = engine_->Gather(pool_.layout, pool_.view, l, pages, dst.segment(l));
     if (!gathered.ok()) return FromDevice(gathered.status(), "gather of layer " + std::to_string(l));
     job.Add(std::move(gathered.value()));
   }
@@ -90,7 +89,7 @@ Result<CopyJob> DeviceTier::ToHost(std::span<const uint32_t> pages,
     std::span<std::byte> segment = dst.segment(kv_layers() + i);
     TIER_CHECK(segment.size() == state[i].bytes);
     if (segment.empty()) continue;
-    auto copied = engine_->copy_to_host(segment.data(), state[i].data, state[i].bytes);
+    auto copied = engine_->CopyToHost(segment.data(), state[i].data, state[i].bytes);
     if (!copied.ok()) return FromDevice(copied.status(), "state to host");
     job.Add(std::move(copied.value()));
   }
@@ -103,7 +102,7 @@ Result<CopyJob> DeviceTier::DeviceStateToHost(const DeviceCopy& copy, HostCopy& 
     std::span<std::byte> segment = dst.segment(kv_layers() + i);
     TIER_CHECK(segment.size() == copy.state[i].bytes());
     if (segment.empty()) continue;
-    auto copied = engine_->copy_to_host(segment.data(), copy.state[i].data(), segment.size());
+    auto copied = engine_->CopyToHost(segment.data(), copy.state[i].data(), segment.size());
     if (!copied.ok()) return FromDevice(copied.status(), "device state to host");
     job.Add(std::move(copied.value()));
   }
@@ -122,7 +121,7 @@ Result<CopyJob> DeviceTier::FromHost(const HostCopy& src, const CheckpointEntry&
                                      std::span<const StateBuffer> lane) {
   CopyJob job;
   for (uint32_t l = 0; l < kv_layers(); ++l) {
-    auto scattered = engine_->scatter(pool_.layout, pool_.view, l, src.segment(l), pages);
+    auto scattered = engine_->Scatter(pool_.layout, pool_.view, l, src.segment(l), pages);
     if (!scattered.ok()) {
       return FromDevice(scattered.status(), "scatter of layer " + std::to_string(l));
     }
@@ -139,7 +138,7 @@ Result<CopyJob> DeviceTier::FromHost(const HostCopy& src, const CheckpointEntry&
                                      std::to_string(spec.physical_bytes) + " bytes");
     }
     if (to->bytes == 0) continue;
-    auto copied = engine_->copy_to_device(to->data, src.segment(i).data(), to->bytes);
+    auto copied = engine_->CopyToDevice(to->data, src.segment(i).data(), to->bytes);
     if (!copied.ok()) return FromDevice(copied.status(), "state to device");
     job.Add(std::move(copied.value()));
   }
@@ -153,7 +152,7 @@ Result<device::Transfer> DeviceTier::DeviceToDevice(std::byte* dst, const std::b
   if (std::strcmp(engine_->path_name(), "cpu") != 0) {
     return Status::Unsupported("device-to-device copies need the CPU engine");
   }
-  auto copied = engine_->copy_to_device(dst, src, bytes);
+  auto copied = engine_->CopyToDevice(dst, src, bytes);
   if (!copied.ok()) return FromDevice(copied.status(), "device to device");
   return std::move(copied.value());
 }
@@ -166,8 +165,8 @@ Result<std::vector<device::DeviceBuffer>> DeviceTier::CopyStateOnDevice(
       buffers.emplace_back();
       continue;
     }
-    auto buffer = engine_->allocate_device(s.bytes);
-    if (!buffer.ok()) return Status::NoSpace("device memory: " + buffer.status().to_string());
+    auto buffer = engine_->AllocateDevice(s.bytes);
+    if (!buffer.ok()) return buffer.status().Annotate("device memory for a Device placement");
     auto copied = DeviceToDevice(buffer.value().data(), s.data, s.bytes);
     if (!copied.ok()) return copied.status();
     job->Add(std::move(copied.value()));

@@ -89,6 +89,6 @@ class DeviceTier {
 };
 
 // Maps a device-layer error to a status that says where it came from.
-Status FromDevice(const device::Status& status, const std::string& what);
+Status FromDevice(const Status& status, const std::string& what);
 
 }  // namespace tier

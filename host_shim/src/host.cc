@@ -2,6 +2,7 @@
 // through.
 #include <tier/device/engine_select.h>
 #include <tier/host/host.h>
+#include <tier/host/identity.h>
 #include <tier/host/log.h>
 
 #include <algorithm>
@@ -35,6 +36,9 @@ int Host::event_fd() const { return impl_->event_fd(); }
 bool Host::WaitForWork(uint64_t timeout_ns) { return impl_->WaitForWork(timeout_ns); }
 bool Host::Busy() const { return impl_->Busy(); }
 HostStats Host::Stats() const { return impl_->Stats(); }
+std::optional<CheckpointInfo> Host::Describe(std::span<const uint64_t> blocks) const {
+  return impl_->Describe(blocks);
+}
 const HostOptions& Host::options() const { return impl_->options(); }
 std::string Host::provider_name() const { return impl_->provider_name(); }
 std::string Host::provider_io_path() const { return impl_->provider_io_path(); }
@@ -63,11 +67,11 @@ Status CheckOptions(const HostOptions& o) {
 
 Result<std::shared_ptr<device::TransferEngine>> ChooseEngine(const HostOptions& o) {
   if (o.engine != nullptr) return o.engine;
-  auto prefer = device::parse_device_preference(o.device);
+  auto prefer = device::ParseDevicePreference(o.device);
   if (!prefer.ok()) return Status::InvalidArgument("device: " + prefer.status().message());
   device::EngineOptions engine_options;
   engine_options.prefer = prefer.value();
-  device::EngineSelection selection = device::select_transfer_engine(engine_options);
+  device::EngineSelection selection = device::SelectTransferEngine(engine_options);
   if (selection.engine == nullptr) {
     return Status::Unsupported("device " + o.device + ": " + selection.reason);
   }
@@ -84,10 +88,10 @@ Result<std::unique_ptr<device::HostArena>> MakeArena(const HostOptions& o,
   const uint64_t physical = o.host_capacity_bytes / o.bytes_scale;
   arena.capacity_bytes = (physical * 2 + (64ull << 20) + 4095) / 4096 * 4096;
   arena.chunk_bytes = std::min<uint64_t>(256ull << 20, arena.capacity_bytes);
-  auto created = device::HostArena::create(arena, engine.host_allocator());
+  auto created = device::HostArena::Create(arena, engine.host_allocator());
   if (!created.ok()) {
     return Status::NoSpace("host arena of " + std::to_string(arena.capacity_bytes) +
-                           " bytes: " + created.status().to_string());
+                           " bytes: " + created.status().ToString());
   }
   return std::move(created.value());
 }
@@ -223,6 +227,21 @@ HostStats Host::Impl::Stats() const {
     s.provider_calls_outside_admission = cold_->calls_in(IoPhase::kIdle);
   }
   return s;
+}
+
+std::optional<CheckpointInfo> Host::Impl::Describe(std::span<const uint64_t> blocks) const {
+  const CheckpointEntry* e = catalog_.Find(PrefixKey(options_.namespace_id, blocks));
+  if (e == nullptr || e->doomed) return std::nullopt;
+  CheckpointInfo info;
+  info.on_device = e->in(kDevice);
+  info.on_host = e->in(kHost);
+  info.on_cold = e->in(kCold);
+  info.tokens = e->tokens;
+  info.logical_bytes = e->logical_bytes;
+  info.pins = e->pins;
+  info.shared_prefix = e->shared_prefix;
+  info.remote = e->remote;
+  return info;
 }
 
 void Host::Impl::ReleasePages(std::span<const uint32_t> pages) {

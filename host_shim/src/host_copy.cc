@@ -1,5 +1,6 @@
 #include "host_copy.h"
 
+#include <tier/check.h>
 #include <tier/device/host_arena.h>
 
 namespace tier {
@@ -18,9 +19,9 @@ Result<std::unique_ptr<HostCopy>> HostCopy::Allocate(device::HostArena* arena,
     total += (bytes + kSegmentAlignment - 1) / kSegmentAlignment * kSegmentAlignment;
   }
   if (total == 0) total = kSegmentAlignment;
-  auto extent = arena->allocate(total);
+  auto extent = arena->Allocate(total);
   if (!extent.ok()) {
-    return Status(TIER_NO_SPACE, "host arena: " + extent.status().to_string());
+    return extent.status().Annotate("host arena");
   }
   copy->arena_ = arena;
   copy->data_ = extent.value().data;
@@ -31,8 +32,8 @@ Result<std::unique_ptr<HostCopy>> HostCopy::Allocate(device::HostArena* arena,
 
 HostCopy::~HostCopy() {
   if (arena_ != nullptr) {
-    device::Status released = arena_->release({data_, extent_bytes_, extent_reserved_});
-    (void)released;  // an extent this copy owns is always releasable
+    const Status released = arena_->Release({data_, extent_bytes_, extent_reserved_});
+    TIER_CHECK(released.ok());  // an extent this copy owns is always releasable
   }
 }
 

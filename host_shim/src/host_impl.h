@@ -51,6 +51,7 @@ class Host::Impl {
   bool WaitForWork(uint64_t timeout_ns);
   bool Busy() const;
   HostStats Stats() const;
+  std::optional<CheckpointInfo> Describe(std::span<const uint64_t> blocks) const;
 
   const HostOptions& options() const { return options_; }
   int event_fd() const { return queue_->fd(); }

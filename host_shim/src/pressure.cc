@@ -32,21 +32,27 @@ uint64_t Host::Impl::ColdBytesNeeded(const CheckpointEntry& entry) const {
 }
 
 std::vector<tier_key> Host::Impl::VictimsIn(Placement placement, double below_value) const {
-  std::vector<std::pair<double, tier_key>> keyed;
+  struct Victim {
+    bool prefetched;  // fetched for a request about to come: last to go
+    double value;
+    tier_key key;
+  };
+  std::vector<Victim> victims;
   for (CheckpointEntry* e : catalog_.Entries()) {
     if (!e->in(placement) || !e->idle()) continue;
     if (placement == kCold && e->remote) continue;  // another server's: gc's to remove
     const double value = policy_.Value(*e, clock_ns_);
     if (below_value >= 0 && value >= below_value) continue;
-    keyed.emplace_back(value, e->key);
+    victims.push_back({e->prefetched && placement == kHost, value, e->key});
   }
-  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first < b.first
-                              : std::memcmp(a.second.bytes, b.second.bytes, TIER_KEY_BYTES) < 0;
+  std::sort(victims.begin(), victims.end(), [](const Victim& a, const Victim& b) {
+    if (a.prefetched != b.prefetched) return !a.prefetched;
+    if (a.value != b.value) return a.value < b.value;
+    return std::memcmp(a.key.bytes, b.key.bytes, TIER_KEY_BYTES) < 0;
   });
   std::vector<tier_key> keys;
-  keys.reserve(keyed.size());
-  for (const auto& [value, key] : keyed) keys.push_back(key);
+  keys.reserve(victims.size());
+  for (const Victim& v : victims) keys.push_back(v.key);
   return keys;
 }
 

@@ -46,7 +46,7 @@ Result<std::shared_ptr<device::TransferEngine>> SimulatorEngine(const std::strin
   }
   device::EngineOptions options;
   options.prefer = device::DevicePreference::kCpu;
-  device::EngineSelection selection = device::select_transfer_engine(options);
+  device::EngineSelection selection = device::SelectTransferEngine(options);
   if (selection.engine == nullptr) return Status::Unsupported("cpu engine: " + selection.reason);
   return std::shared_ptr<device::TransferEngine>(std::move(selection.engine));
 }

@@ -34,7 +34,7 @@ class NoCopyDevice : public DeviceTier {
   }
   Status Download(const DeviceCopy&, HostCopy*) override { return Status::Ok(); }
   std::shared_ptr<device::HostAllocator> host_allocator() override {
-    return device::make_aligned_host_allocator();
+    return device::MakeAlignedHostAllocator();
   }
 };
 

@@ -1,4 +1,5 @@
-// Byte-plane shuffle and its inverse on device memory; the same bytes as byte_shuffle.cpp:
+// Byte-plane shuffle and its inverse on device memory; the same bytes as tier::shuffle's
+// ByteShuffle (cuda/shuffle/byte_shuffle.cc):
 // dst[b * n + i] = src[i * E + b], the bytes % E tail copied unchanged to the end.
 #include <algorithm>
 #include <cstdint>
@@ -7,7 +8,7 @@
 
 namespace tier::device::detail {
 
-cudaError_t check_page_copy_kernel_images();  // page_copy_kernels.cu
+cudaError_t CheckPageCopyKernelImages();  // page_copy_kernels.cu
 
 namespace {
 
@@ -16,8 +17,8 @@ constexpr std::uint64_t kMaxBlocks = 65536;
 
 template <int E, bool kInverse>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    byte_shuffle_kernel(unsigned char* __restrict__ dst, const unsigned char* __restrict__ src,
-                        std::uint64_t n, std::uint32_t tail) {
+    ByteShuffleKernel(unsigned char* __restrict__ dst, const unsigned char* __restrict__ src,
+                      std::uint64_t n, std::uint32_t tail) {
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -34,43 +35,40 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 }
 
 template <int E, bool kInverse>
-cudaError_t launch(void* dst, const void* src, std::uint64_t bytes, cudaStream_t stream) {
+cudaError_t Launch(void* dst, const void* src, std::uint64_t bytes, cudaStream_t stream) {
   const std::uint64_t n = bytes / E;
   const auto tail = static_cast<std::uint32_t>(bytes % E);
   const std::uint64_t blocks = std::min<std::uint64_t>(
       kMaxBlocks, std::max<std::uint64_t>(1, (n + kThreadsPerBlock - 1) / kThreadsPerBlock));
-  byte_shuffle_kernel<E, kInverse><<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(
+  ByteShuffleKernel<E, kInverse><<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(
       static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), n, tail);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t launch_byte_shuffle(void* dst, const void* src, std::uint64_t bytes,
-                                std::uint32_t element_bytes, bool inverse, cudaStream_t stream) {
+cudaError_t LaunchByteShuffle(void* dst, const void* src, std::uint64_t bytes,
+                              std::uint32_t element_bytes, bool inverse, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
   (void)cudaGetLastError();  // a stale error is not ours
   if (element_bytes == 2) {
-    return inverse ? launch<2, true>(dst, src, bytes, stream)
-                   : launch<2, false>(dst, src, bytes, stream);
+    return inverse ? Launch<2, true>(dst, src, bytes, stream)
+                   : Launch<2, false>(dst, src, bytes, stream);
   }
   if (element_bytes == 4) {
-    return inverse ? launch<4, true>(dst, src, bytes, stream)
-                   : launch<4, false>(dst, src, bytes, stream);
+    return inverse ? Launch<4, true>(dst, src, bytes, stream)
+                   : Launch<4, false>(dst, src, bytes, stream);
   }
   return cudaErrorInvalidValue;
 }
 
-cudaError_t check_kernel_images() {
+cudaError_t CheckKernelImages() {
   cudaFuncAttributes attributes;
-  cudaError_t error = cudaFuncGetAttributes(&attributes, byte_shuffle_kernel<2, false>);
-  if (error == cudaSuccess)
-    error = cudaFuncGetAttributes(&attributes, byte_shuffle_kernel<2, true>);
-  if (error == cudaSuccess)
-    error = cudaFuncGetAttributes(&attributes, byte_shuffle_kernel<4, false>);
-  if (error == cudaSuccess)
-    error = cudaFuncGetAttributes(&attributes, byte_shuffle_kernel<4, true>);
-  if (error == cudaSuccess) error = check_page_copy_kernel_images();
+  cudaError_t error = cudaFuncGetAttributes(&attributes, ByteShuffleKernel<2, false>);
+  if (error == cudaSuccess) error = cudaFuncGetAttributes(&attributes, ByteShuffleKernel<2, true>);
+  if (error == cudaSuccess) error = cudaFuncGetAttributes(&attributes, ByteShuffleKernel<4, false>);
+  if (error == cudaSuccess) error = cudaFuncGetAttributes(&attributes, ByteShuffleKernel<4, true>);
+  if (error == cudaSuccess) error = CheckPageCopyKernelImages();
   return error;
 }
 

@@ -9,8 +9,8 @@ namespace {
 
 constexpr unsigned kThreadsPerBlock = 256;
 
-__device__ __forceinline__ void copy_bytes(unsigned char* dst, const unsigned char* src,
-                                           std::uint64_t bytes) {
+__device__ __forceinline__ void CopyBytes(unsigned char* dst, const unsigned char* src,
+                                          std::uint64_t bytes) {
   const std::uintptr_t misaligned = reinterpret_cast<std::uintptr_t>(dst) |
                                     reinterpret_cast<std::uintptr_t>(src) |
                                     static_cast<std::uintptr_t>(bytes);
@@ -26,46 +26,46 @@ __device__ __forceinline__ void copy_bytes(unsigned char* dst, const unsigned ch
 
 template <bool kToStaging>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    page_stage_kernel(const __grid_constant__ PageCopyParams params) {
+    PageStageKernel(const __grid_constant__ PageCopyParams params) {
   const std::uint32_t i = blockIdx.x;  // staging slot
   const std::uint32_t q = blockIdx.y;  // plane
   if (i >= params.page_count || q >= params.plane_count) return;
-  unsigned char* pool = pool_page(params, q, i);
-  unsigned char* stage = staging_page(params, q, i);
+  unsigned char* pool = PoolPage(params, q, i);
+  unsigned char* stage = StagingPage(params, q, i);
   if constexpr (kToStaging) {
-    copy_bytes(stage, pool, params.bytes_per_page[q]);
+    CopyBytes(stage, pool, params.bytes_per_page[q]);
   } else {
-    copy_bytes(pool, stage, params.bytes_per_page[q]);
+    CopyBytes(pool, stage, params.bytes_per_page[q]);
   }
 }
 
 template <bool kToStaging>
-cudaError_t launch(const PageCopyParams& params, cudaStream_t stream) {
+cudaError_t Launch(const PageCopyParams& params, cudaStream_t stream) {
   if (params.page_count == 0 || params.page_count > kMaxPagesPerLaunch || params.plane_count == 0 ||
       params.plane_count > kMaxPlanesPerLayer) {
     return cudaErrorInvalidValue;
   }
   (void)cudaGetLastError();  // a stale error (e.g. cudaErrorNotReady of a poll) is not ours
   const dim3 grid(params.page_count, params.plane_count);
-  page_stage_kernel<kToStaging><<<grid, kThreadsPerBlock, 0, stream>>>(params);
+  PageStageKernel<kToStaging><<<grid, kThreadsPerBlock, 0, stream>>>(params);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t launch_gather_stage(const PageCopyParams& params, cudaStream_t stream) {
-  return launch<true>(params, stream);
+cudaError_t LaunchGatherStage(const PageCopyParams& params, cudaStream_t stream) {
+  return Launch<true>(params, stream);
 }
 
-cudaError_t launch_scatter_stage(const PageCopyParams& params, cudaStream_t stream) {
-  return launch<false>(params, stream);
+cudaError_t LaunchScatterStage(const PageCopyParams& params, cudaStream_t stream) {
+  return Launch<false>(params, stream);
 }
 
-cudaError_t check_page_copy_kernel_images() {
+cudaError_t CheckPageCopyKernelImages() {
   cudaFuncAttributes attributes;
-  cudaError_t error = cudaFuncGetAttributes(&attributes, page_stage_kernel<true>);
+  cudaError_t error = cudaFuncGetAttributes(&attributes, PageStageKernel<true>);
   if (error != cudaSuccess) return error;
-  return cudaFuncGetAttributes(&attributes, page_stage_kernel<false>);
+  return cudaFuncGetAttributes(&attributes, PageStageKernel<false>);
 }
 
 }  // namespace tier::device::detail

@@ -2,9 +2,8 @@
 // dedicated non-blocking stream, gather/scatter kernels through a bounded device staging buffer,
 // cudaMemcpyAsync on the copy engines, one event per transfer, pinned (cudaHostAllocPortable)
 // host memory. Declared without any CUDA header; in a build without CUDA every call reports
-// kUnavailable ("CUDA not compiled in").
-#ifndef TIER_DEVICE_CUDA_TRANSFER_ENGINE_H
-#define TIER_DEVICE_CUDA_TRANSFER_ENGINE_H
+// UNSUPPORTED ("CUDA not compiled in").
+#pragma once
 
 #include <cstdint>
 #include <memory>
@@ -15,22 +14,22 @@ namespace tier::device {
 
 struct CudaEngineOptions {
   int device = 0;  // CUDA device ordinal
-  std::uint64_t staging_bytes = 64ull
-                                << 20;  // device staging for gather/scatter (>= one layer page)
+  // Device staging for gather/scatter (>= 4096, and at least one layer page to move a layer).
+  std::uint64_t staging_bytes = 64ull << 20;
 };
 
 // True when this build compiled the CUDA sources (TIER_HAVE_CUDA). Any thread.
-bool cuda_compiled_in();
-// The CUDA architectures the kernels were compiled for ("80;89;90;120"), "" without CUDA.
-const char* cuda_architectures();
-// Number of CUDA devices (>= 1), or kUnavailable with the reason: "CUDA not compiled in" or
+bool CudaCompiledIn();
+// The CUDA architectures the kernels were compiled for ("80 89 90 120"), "" without CUDA. Any
+// thread.
+const char* CudaArchitectures();
+// Number of CUDA devices (>= 1), or UNSUPPORTED with the reason: "CUDA not compiled in" or
 // "no CUDA device present (cudaGetDeviceCount: ...)". Any thread.
-Result<int> cuda_device_count();
-// A CUDA engine on options.device: kUnavailable when there is no such device or no kernel image
-// for it, kDeviceError/kResourceExhausted when the runtime refuses. Any thread.
-Result<std::unique_ptr<TransferEngine>> make_cuda_transfer_engine(
+Result<int> CudaDeviceCount();
+// A CUDA engine on options.device: UNSUPPORTED when there is no such device or no kernel image
+// for it, INVALID_ARGUMENT for staging_bytes below 4096, IO_ERROR (the cudaError name in the
+// message) or NO_SPACE when the runtime refuses. Any thread.
+Result<std::unique_ptr<TransferEngine>> MakeCudaTransferEngine(
     const CudaEngineOptions& options = {});
 
 }  // namespace tier::device
-
-#endif  // TIER_DEVICE_CUDA_TRANSFER_ENGINE_H

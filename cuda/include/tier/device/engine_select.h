@@ -1,10 +1,10 @@
 // engine_select.h -- the run-time choice between the CUDA and the CPU path.
 //
-// The server calls select_transfer_engine() once at start, logs `reason` and exports
+// The server calls SelectTransferEngine() once at start, logs `reason` and exports
 // tier_device_path{path="cuda"|"cpu"} = 1 for `path` (0 for the other).
-#ifndef TIER_DEVICE_ENGINE_SELECT_H
-#define TIER_DEVICE_ENGINE_SELECT_H
+#pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,8 +26,9 @@ enum class DevicePreference : std::uint8_t {
   kCuda,  // CUDA or nothing (engine == nullptr and the reason)
 };
 
-// "auto", "cpu" or "cuda" (for a command-line flag); kInvalidArgument otherwise. Any thread.
-Result<DevicePreference> parse_device_preference(std::string_view text);
+// "auto", "cpu" or "cuda" (for a command-line flag); INVALID_ARGUMENT naming the text otherwise.
+// Any thread.
+Result<DevicePreference> ParseDevicePreference(std::string_view text);
 
 struct EngineOptions {
   DevicePreference prefer = DevicePreference::kAuto;
@@ -42,8 +43,6 @@ struct EngineSelection {
 };
 
 // Picks and creates the engine. Any thread; typically once at server start.
-EngineSelection select_transfer_engine(const EngineOptions& options = {});
+EngineSelection SelectTransferEngine(const EngineOptions& options = {});
 
 }  // namespace tier::device
-
-#endif  // TIER_DEVICE_ENGINE_SELECT_H

@@ -3,10 +3,9 @@
 //
 // Pinned memory is allocated chunk by chunk (default 256 MiB) instead of in one huge allocation,
 // which is known to fail on some systems (WSL2, small RLIMIT_MEMLOCK, fragmented IOMMU space).
-// Chunks are allocated on demand up to capacity_bytes and kept until trim() or destruction; an
+// Chunks are allocated on demand up to capacity_bytes and kept until Trim() or destruction; an
 // extent larger than a chunk gets a dedicated allocation of its own size, freed on release.
-#ifndef TIER_DEVICE_HOST_ARENA_H
-#define TIER_DEVICE_HOST_ARENA_H
+#pragma once
 
 #include <cstddef>
 #include <cstdint>
@@ -14,7 +13,7 @@
 #include <memory>
 #include <mutex>
 
-#include "tier/device/status.h"
+#include "tier/status.h"
 
 namespace tier::device {
 
@@ -27,20 +26,21 @@ class HostAllocator {
   virtual const char* name() const = 0;
   // True when the memory is page-locked and the DMA engines can reach it directly. Any thread.
   virtual bool pinned() const = 0;
-  // At least 4096-byte aligned memory of `bytes` > 0 bytes, uninitialized. Any thread.
-  virtual Result<void*> allocate(std::uint64_t bytes) = 0;
-  // Frees what allocate() returned, with the same `bytes`. Any thread.
-  virtual void deallocate(void* ptr, std::uint64_t bytes) = 0;
+  // At least 4096-byte aligned memory of `bytes` > 0 bytes, uninitialized; NO_SPACE when the
+  // memory is not there, INVALID_ARGUMENT for 0 bytes. Any thread.
+  virtual Result<void*> Allocate(std::uint64_t bytes) = 0;
+  // Frees what Allocate() returned, with the same `bytes`. Any thread.
+  virtual void Deallocate(void* ptr, std::uint64_t bytes) = 0;
 };
 
 // posix_memalign'ed, 4096-byte aligned, not pinned: the CPU path's allocator. Any thread.
-std::shared_ptr<HostAllocator> make_aligned_host_allocator();
+std::shared_ptr<HostAllocator> MakeAlignedHostAllocator();
 
 struct HostArenaOptions {
   std::uint64_t capacity_bytes = 0;          // bound on all chunks together (> 0)
   std::uint64_t chunk_bytes = 256ull << 20;  // one allocation (multiple of 4096)
   std::uint64_t alignment_bytes = 4096;      // extent start alignment (power of two <= 4096)
-  std::uint64_t reserve_bytes = 0;           // allocated at create(), rounded up to chunks
+  std::uint64_t reserve_bytes = 0;           // allocated at Create(), rounded up to chunks
 };
 
 // A piece of the arena: `bytes` usable bytes at `data`. A plain value; release it exactly once.
@@ -53,7 +53,7 @@ struct HostExtent {
 class HostArena {
  public:
   // Creates the arena and allocates reserve_bytes up front. Any thread.
-  static Result<std::unique_ptr<HostArena>> create(const HostArenaOptions& options,
+  static Result<std::unique_ptr<HostArena>> Create(const HostArenaOptions& options,
                                                    std::shared_ptr<HostAllocator> allocator);
   // Frees every chunk. The owner must have released all extents and completed every transfer
   // that uses them; extents still live are freed with it (used_bytes() says how many bytes).
@@ -61,14 +61,14 @@ class HostArena {
   HostArena(const HostArena&) = delete;
   HostArena& operator=(const HostArena&) = delete;
 
-  // An extent of `bytes` > 0, or kResourceExhausted when the bound or the allocator refuses.
+  // An extent of `bytes` > 0, or NO_SPACE when the bound or the allocator refuses.
   // Thread-safe: any thread.
-  Result<HostExtent> allocate(std::uint64_t bytes);
-  // Returns an extent to the arena; refuses (kInvalidArgument) one it did not hand out or one
+  Result<HostExtent> Allocate(std::uint64_t bytes);
+  // Returns an extent to the arena; refuses (INVALID_ARGUMENT) one it did not hand out or one
   // already released. Thread-safe: any thread.
-  Status release(const HostExtent& extent);
+  Status Release(const HostExtent& extent);
   // Frees chunks with no live extent; returns the bytes given back. Thread-safe: any thread.
-  std::uint64_t trim();
+  std::uint64_t Trim();
 
   // Counters; thread-safe: any thread.
   std::uint64_t capacity_bytes() const { return options_.capacity_bytes; }
@@ -90,9 +90,9 @@ class HostArena {
 
   HostArena(const HostArenaOptions& options, std::shared_ptr<HostAllocator> allocator)
       : options_(options), allocator_(std::move(allocator)) {}
-  Result<std::byte*> add_chunk_locked(std::uint64_t bytes, bool dedicated);
-  static bool take_from(Chunk& chunk, std::uint64_t bytes, std::uint64_t* offset);
-  void free_chunk_locked(std::map<std::byte*, Chunk>::iterator it);
+  Result<std::byte*> AddChunkLocked(std::uint64_t bytes, bool dedicated);
+  static bool TakeFrom(Chunk& chunk, std::uint64_t bytes, std::uint64_t* offset);
+  void FreeChunkLocked(std::map<std::byte*, Chunk>::iterator it);
 
   const HostArenaOptions options_;
   const std::shared_ptr<HostAllocator> allocator_;
@@ -104,5 +104,3 @@ class HostArena {
 };
 
 }  // namespace tier::device
-
-#endif  // TIER_DEVICE_HOST_ARENA_H

@@ -1,6 +1,5 @@
 // limits.h -- fixed bounds of the device library (plain constants; C++17, readable by nvcc).
-#ifndef TIER_DEVICE_LIMITS_H
-#define TIER_DEVICE_LIMITS_H
+#pragma once
 
 #include <cstdint>
 
@@ -10,5 +9,3 @@ inline constexpr std::uint32_t kMaxPlanesPerLayer = 8;  // planes of one layer (
 inline constexpr std::uint32_t kMaxLayers = 1024;       // layers of one pool
 
 }  // namespace tier::device
-
-#endif  // TIER_DEVICE_LIMITS_H

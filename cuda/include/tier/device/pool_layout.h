@@ -16,15 +16,14 @@
 // compressor wants and what lets the optional byte shuffle act on a whole plane at once.
 //
 // PoolLayout is a plain value: build it once, then read it from any thread.
-#ifndef TIER_DEVICE_POOL_LAYOUT_H
-#define TIER_DEVICE_POOL_LAYOUT_H
+#pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "tier/device/limits.h"
-#include "tier/device/status.h"
+#include "tier/status.h"
 
 namespace tier::device {
 
@@ -42,16 +41,17 @@ struct LayerSpec {
 class PoolLayout {
  public:
   PoolLayout() = default;
-  // Build from parts; call validate() before use (the engines do). Any thread.
+  // Build from parts; call Validate() before use (the engines do). Any thread.
   PoolLayout(std::uint32_t page_count, std::uint32_t tokens_per_page, std::vector<LayerSpec> layers)
       : page_count_(page_count), tokens_per_page_(tokens_per_page), layers_(std::move(layers)) {}
 
   // Appends a layer (e.g. the MTP layer's KV); the owner calls it before sharing the layout.
-  void add_layer(LayerSpec layer) { layers_.push_back(std::move(layer)); }
+  void AddLayer(LayerSpec layer) { layers_.push_back(std::move(layer)); }
 
   // Checks every bound: page_count >= 1, 1..kMaxLayers layers, 1..kMaxPlanesPerLayer planes per
-  // layer, bytes_per_page > 0 and a multiple of element_bytes (1, 2, 4 or 8), no size overflow.
-  Status validate() const;
+  // layer, bytes_per_page > 0 and a multiple of element_bytes (1, 2, 4 or 8), no size overflow;
+  // INVALID_ARGUMENT naming the layer and plane otherwise.
+  Status Validate() const;
 
   std::uint32_t page_count() const { return page_count_; }
   std::uint32_t tokens_per_page() const { return tokens_per_page_; }
@@ -108,8 +108,6 @@ struct NinferLayoutSpec {
 
 // Builds and validates NInfer's layout; layers are named "layer0".. and planes "k", "v",
 // "k_scale", "v_scale". Any thread.
-Result<PoolLayout> make_ninfer_layout(const NinferLayoutSpec& spec);
+Result<PoolLayout> MakeNinferLayout(const NinferLayoutSpec& spec);
 
 }  // namespace tier::device
-
-#endif  // TIER_DEVICE_POOL_LAYOUT_H

@@ -2,15 +2,19 @@
 //
 // An engine returns a Transfer when it has queued the work; the work runs in submission order on
 // the engine's dedicated stream (CUDA) or worker thread (CPU). The caller keeps every buffer the
-// transfer reads or writes alive and unchanged until is_done() is true or wait() has returned.
-#ifndef TIER_DEVICE_TRANSFER_H
-#define TIER_DEVICE_TRANSFER_H
+// transfer reads or writes alive and unchanged until IsDone() is true or Wait() has returned.
+//
+// A handle never lets its work outlive it: copies of a Transfer share one transfer, and the last
+// of them to be destroyed (or assigned over) waits for the work to finish, as std::jthread joins
+// and as the future std::async returns does. So a caller that returns early on an error, with
+// handles in locals declared after the buffers they use, cannot free a buffer under queued work.
+#pragma once
 
 #include <cstdint>
 #include <memory>
 #include <utility>
 
-#include "tier/device/status.h"
+#include "tier/status.h"
 
 namespace tier::device {
 
@@ -19,37 +23,47 @@ class Completion {
  public:
   virtual ~Completion() = default;
   // Blocks until the transfer has finished; returns its outcome.
-  virtual Status wait() = 0;
+  virtual Status Wait() = 0;
   // True once the transfer has finished, successfully or not; never blocks.
-  virtual bool is_done() = 0;
+  virtual bool IsDone() = 0;
   // Makes later work on `native_stream` (a cudaStream_t) wait for this transfer without blocking
   // the host; engines without streams block until done instead.
-  virtual Status make_stream_wait(void* native_stream) = 0;
+  virtual Status MakeStreamWait(void* native_stream) = 0;
 };
 
 class Transfer {
  public:
   // An empty transfer: nothing to do, already complete and ok.
   Transfer() = default;
+  // Takes a share of `completion` (an engine calls this when it has queued the work).
   Transfer(std::shared_ptr<Completion> completion, std::uint64_t bytes)
-      : completion_(std::move(completion)), bytes_(bytes) {}
+      : pending_(completion ? std::make_shared<Pending>(std::move(completion)) : nullptr),
+        bytes_(bytes) {}
 
   // Blocks until complete; returns the outcome (the same on every call). Any thread.
-  Status wait() const { return completion_ ? completion_->wait() : Status::Ok(); }
+  Status Wait() const { return pending_ ? pending_->completion->Wait() : Status::Ok(); }
   // Polls without blocking. Any thread.
-  bool is_done() const { return completion_ ? completion_->is_done() : true; }
+  bool IsDone() const { return pending_ ? pending_->completion->IsDone() : true; }
   // Orders later work on a CUDA stream of the caller's after this transfer. Any thread.
-  Status make_stream_wait(void* native_stream) const {
-    return completion_ ? completion_->make_stream_wait(native_stream) : Status::Ok();
+  Status MakeStreamWait(void* native_stream) const {
+    return pending_ ? pending_->completion->MakeStreamWait(native_stream) : Status::Ok();
   }
   // Bytes the transfer moves between host and device memory (0 for an empty one).
   std::uint64_t bytes() const { return bytes_; }
 
  private:
-  std::shared_ptr<Completion> completion_;
+  // The work, shared by the copies of one Transfer; the last copy's release waits for it (its
+  // outcome stays with Wait(), which a caller who cares has called).
+  struct Pending {
+    explicit Pending(std::shared_ptr<Completion> c) : completion(std::move(c)) {}
+    ~Pending() { completion->Wait().IgnoreError(); }
+    Pending(const Pending&) = delete;
+    Pending& operator=(const Pending&) = delete;
+    const std::shared_ptr<Completion> completion;
+  };
+
+  std::shared_ptr<Pending> pending_;
   std::uint64_t bytes_ = 0;
 };
 
 }  // namespace tier::device
-
-#endif  // TIER_DEVICE_TRANSFER_H

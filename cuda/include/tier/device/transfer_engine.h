@@ -3,15 +3,21 @@
 // Two implementations share this interface and produce identical bytes: the CUDA engine (device
 // memory, a dedicated stream, gather/scatter kernels, pinned host memory) and the CPU engine (host
 // memory standing in for the device, a worker thread standing in for the stream). The server picks
-// one at run time with select_transfer_engine() (engine_select.h).
+// one at run time with SelectTransferEngine() (engine_select.h).
 //
 // Ordering: transfers of one engine run in submission order (one stream / one worker). Submitting
 // is thread-safe; each submit is atomic with respect to other submits. Page tables are copied at
 // submit, so they may be freed on return; segments and device buffers must stay alive and
-// unchanged until the transfer is done (transfer.h). On an error Status nothing of the request is
-// left running.
-#ifndef TIER_DEVICE_TRANSFER_ENGINE_H
-#define TIER_DEVICE_TRANSFER_ENGINE_H
+// unchanged until the transfer is done (transfer.h: the last handle of a Transfer waits for it
+// when destroyed). On an error Status nothing of the request is left running.
+//
+// Errors (tier::Status, codes of tier_provider.h): INVALID_ARGUMENT for a malformed request or an
+// index out of its range (the message names the layer, plane, index, id or size); NO_SPACE when a
+// byte bound or an allocation (host, pinned or device memory, the staging buffer) runs out;
+// UNSUPPORTED when a path is not usable here (no CUDA device, not compiled in, no kernel image);
+// IO_ERROR when the CUDA runtime fails (the message holds the cudaError name); INTERNAL when an
+// invariant of this library breaks.
+#pragma once
 
 #include <array>
 #include <cstddef>
@@ -25,8 +31,8 @@
 
 #include "tier/device/host_arena.h"
 #include "tier/device/pool_layout.h"
-#include "tier/device/status.h"
 #include "tier/device/transfer.h"
+#include "tier/status.h"
 
 namespace tier::device {
 
@@ -41,11 +47,11 @@ class DeviceBuffer {
   DeviceBuffer() = default;
   DeviceBuffer(std::byte* data, std::uint64_t bytes, Free free)
       : data_(data), bytes_(bytes), free_(std::move(free)) {}
-  ~DeviceBuffer() { reset(); }
+  ~DeviceBuffer() { Reset(); }
   DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
     if (this != &other) {
-      reset();
+      Reset();
       data_ = std::exchange(other.data_, nullptr);
       bytes_ = std::exchange(other.bytes_, 0);
       free_ = std::move(other.free_);
@@ -58,7 +64,8 @@ class DeviceBuffer {
 
   std::byte* data() const { return data_; }
   std::uint64_t bytes() const { return bytes_; }
-  void reset() {
+  // Frees the memory now (a no-op on an empty buffer).
+  void Reset() {
     if (data_ != nullptr && free_) free_(data_);
     data_ = nullptr;
     bytes_ = 0;
@@ -72,7 +79,7 @@ class DeviceBuffer {
 
 // Where a pool's planes live: plane_base[layer][plane] is the start of that plane's page array in
 // the engine's device memory (page p at plane_base + p * bytes_per_page). A server builds it from
-// its own pool pointers; allocate_pool() builds one for tests and benchmarks. A plain value.
+// its own pool pointers; AllocatePool() builds one for tests and benchmarks. A plain value.
 struct PoolView {
   std::vector<std::array<std::byte*, kMaxPlanesPerLayer>> plane_base;
 };
@@ -107,50 +114,48 @@ class TransferEngine {
   virtual NativeStream native_stream() const = 0;
 
   // Device memory of `bytes` > 0, uninitialized, 256-byte aligned. Any thread.
-  virtual Result<DeviceBuffer> allocate_device(std::uint64_t bytes) = 0;
+  virtual Result<DeviceBuffer> AllocateDevice(std::uint64_t bytes) = 0;
   // A pool for `layout` in one device allocation (contents uninitialized). Any thread.
-  Result<DevicePool> allocate_pool(const PoolLayout& layout);
+  Result<DevicePool> AllocatePool(const PoolLayout& layout);
 
   // Device -> host copy of `bytes`, queued on the engine's stream. Any thread.
-  virtual Result<Transfer> copy_to_host(void* host_dst, const void* device_src,
-                                        std::uint64_t bytes) = 0;
+  virtual Result<Transfer> CopyToHost(void* host_dst, const void* device_src,
+                                      std::uint64_t bytes) = 0;
   // Host -> device copy of `bytes`, queued on the engine's stream. Any thread.
-  virtual Result<Transfer> copy_to_device(void* device_dst, const void* host_src,
-                                          std::uint64_t bytes) = 0;
+  virtual Result<Transfer> CopyToDevice(void* device_dst, const void* host_src,
+                                        std::uint64_t bytes) = 0;
 
   // Gathers the pages `page_table` names (in order) of `layer` into `segment` (host memory of
   // exactly layout.segment_bytes(layer, page_table.size()) bytes), plane-major as pool_layout.h
   // describes. Page ids must be < page_count; repeats are allowed. Any thread.
-  Result<Transfer> gather(const PoolLayout& layout, const PoolView& pool, std::uint32_t layer,
+  Result<Transfer> Gather(const PoolLayout& layout, const PoolView& pool, std::uint32_t layer,
                           std::span<const std::uint32_t> page_table, std::span<std::byte> segment);
-  // Scatters a segment gather() produced back into the pages `page_table` names (any free pages,
+  // Scatters a segment Gather() produced back into the pages `page_table` names (any free pages,
   // not necessarily the ones gathered from). Page ids must be < page_count and distinct. Pages not
   // in the table are left untouched. Any thread.
-  Result<Transfer> scatter(const PoolLayout& layout, const PoolView& pool, std::uint32_t layer,
+  Result<Transfer> Scatter(const PoolLayout& layout, const PoolView& pool, std::uint32_t layer,
                            std::span<const std::byte> segment,
                            std::span<const std::uint32_t> page_table);
 
-  // Byte-plane shuffle (byte_shuffle.h) of `bytes` of device memory, src -> dst, element_bytes 2
-  // or 4; `inverse` undoes it. Any thread.
-  Result<Transfer> byte_shuffle(void* device_dst, const void* device_src, std::uint64_t bytes,
-                                std::uint32_t element_bytes, bool inverse);
+  // Byte-plane shuffle (tier/shuffle/byte_shuffle.h) of `bytes` of device memory, src -> dst,
+  // element_bytes 2 or 4; `inverse` undoes it. Any thread.
+  Result<Transfer> ByteShuffle(void* device_dst, const void* device_src, std::uint64_t bytes,
+                               std::uint32_t element_bytes, bool inverse);
 
   // Later transfers of this engine start only after the work queued on `producer` (a
   // cudaStream_t of the caller, e.g. the one that wrote the pool) so far. No-op on the CPU.
   // Any thread.
-  virtual Status order_after(NativeStream producer) = 0;
+  virtual Status OrderAfter(NativeStream producer) = 0;
   // Blocks until every transfer submitted so far is done; returns the first error. Any thread.
-  virtual Status synchronize() = 0;
+  virtual Status Synchronize() = 0;
 
  protected:
   // Runs a validated gather or scatter. Called with the job fully checked.
-  virtual Result<Transfer> submit_page_copy(detail::PageCopyJob&& job) = 0;
+  virtual Result<Transfer> SubmitPageCopy(detail::PageCopyJob&& job) = 0;
   // Runs a validated shuffle.
-  virtual Result<Transfer> submit_byte_shuffle(void* device_dst, const void* device_src,
-                                               std::uint64_t bytes, std::uint32_t element_bytes,
-                                               bool inverse) = 0;
+  virtual Result<Transfer> SubmitByteShuffle(void* device_dst, const void* device_src,
+                                             std::uint64_t bytes, std::uint32_t element_bytes,
+                                             bool inverse) = 0;
 };
 
 }  // namespace tier::device
-
-#endif  // TIER_DEVICE_TRANSFER_ENGINE_H

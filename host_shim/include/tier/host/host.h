@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -233,6 +234,16 @@ struct HostStats {
   uint64_t pending_admissions = 0, inflight_provider_ops = 0;
 };
 
+// Where a checkpoint is and what holds it (Host::Describe), for tools, tests and debugging.
+struct CheckpointInfo {
+  bool on_device = false, on_host = false, on_cold = false;
+  uint64_t tokens = 0;
+  uint64_t logical_bytes = 0;
+  uint32_t pins = 0;        // requests and operations using it
+  bool shared_prefix = false;
+  bool remote = false;      // found in a shared tier, spilled by another server
+};
+
 class Host {
  public:
   // Loads and opens the provider, registers metrics, sets up the Device and Host tiers and
@@ -286,6 +297,8 @@ class Host {
   bool Busy() const;
 
   HostStats Stats() const;
+  // The checkpoint of exactly these blocks, if the catalog has it (and it is not leaving).
+  std::optional<CheckpointInfo> Describe(std::span<const uint64_t> blocks) const;
   const HostOptions& options() const;
   // The provider in use ("disk", "null", ...; "" without a cold tier) and its io path.
   std::string provider_name() const;

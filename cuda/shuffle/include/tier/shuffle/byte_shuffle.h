@@ -26,10 +26,10 @@ Status CheckByteShuffleArgs(const void* src, const void* dst, std::uint64_t byte
 
 // Writes the byte planes of `src` into `dst` (same size). Any thread.
 Status ByteShuffle(std::span<const std::byte> src, std::span<std::byte> dst,
-                    std::uint32_t element_bytes);
+                   std::uint32_t element_bytes);
 
 // Inverse of ByteShuffle: ByteUnshuffle(ByteShuffle(x)) == x. Any thread.
 Status ByteUnshuffle(std::span<const std::byte> src, std::span<std::byte> dst,
-                      std::uint32_t element_bytes);
+                     std::uint32_t element_bytes);
 
 }  // namespace tier::shuffle

@@ -2,14 +2,14 @@
 
 #include <gtest/gtest.h>
 
-namespace tier::device {
+namespace tier::device::test {
 namespace {
 
-TEST(EngineSelectTest, AutoPicksCudaOnlyWhenADeviceIsPresent) {
-  const EngineSelection s = select_transfer_engine();
+TEST(EngineSelect, AutoPicksCudaOnlyWhenADeviceIsPresent) {
+  const EngineSelection s = SelectTransferEngine();
   ASSERT_NE(s.engine, nullptr) << s.reason;
   EXPECT_EQ(s.path, s.engine->path_name());
-  Result<int> devices = cuda_device_count();
+  Result<int> devices = CudaDeviceCount();
   if (devices.ok()) {
     EXPECT_EQ(s.path, kDevicePathCuda);
     EXPECT_EQ(s.reason.rfind("using GPU 0: ", 0), 0u) << s.reason;
@@ -17,7 +17,7 @@ TEST(EngineSelectTest, AutoPicksCudaOnlyWhenADeviceIsPresent) {
     EXPECT_EQ(s.path, kDevicePathCpu);
     // The reason the server logs: why not CUDA.
     EXPECT_EQ(s.reason, devices.status().message());
-    if (cuda_compiled_in()) {
+    if (CudaCompiledIn()) {
       EXPECT_NE(s.reason.find("no CUDA device present"), std::string::npos) << s.reason;
     } else {
       EXPECT_EQ(s.reason, "CUDA not compiled in");
@@ -25,21 +25,21 @@ TEST(EngineSelectTest, AutoPicksCudaOnlyWhenADeviceIsPresent) {
   }
 }
 
-TEST(EngineSelectTest, CpuOnRequest) {
+TEST(EngineSelect, CpuOnRequest) {
   EngineOptions options;
   options.prefer = DevicePreference::kCpu;
-  const EngineSelection s = select_transfer_engine(options);
+  const EngineSelection s = SelectTransferEngine(options);
   ASSERT_NE(s.engine, nullptr);
   EXPECT_EQ(s.path, "cpu");
   EXPECT_EQ(s.reason, "CPU path requested");
   EXPECT_STREQ(s.engine->path_name(), "cpu");
 }
 
-TEST(EngineSelectTest, CudaOnRequestOrNothing) {
+TEST(EngineSelect, CudaOnRequestOrNothing) {
   EngineOptions options;
   options.prefer = DevicePreference::kCuda;
-  const EngineSelection s = select_transfer_engine(options);
-  if (cuda_device_count().ok()) {
+  const EngineSelection s = SelectTransferEngine(options);
+  if (CudaDeviceCount().ok()) {
     ASSERT_NE(s.engine, nullptr) << s.reason;
     EXPECT_EQ(s.path, "cuda");
   } else {
@@ -49,20 +49,20 @@ TEST(EngineSelectTest, CudaOnRequestOrNothing) {
   }
 }
 
-TEST(EngineSelectTest, CompiledInFlagMatchesTheBuild) {
-  EXPECT_EQ(cuda_compiled_in(), TIER_DEVICE_HAVE_CUDA != 0);
-  EXPECT_EQ(std::string(cuda_architectures()).empty(), !cuda_compiled_in());
-  EXPECT_EQ(make_cuda_transfer_engine({.device = 99}).status().code(), StatusCode::kUnavailable);
+TEST(EngineSelect, CompiledInFlagMatchesTheBuild) {
+  EXPECT_EQ(CudaCompiledIn(), TIER_DEVICE_HAVE_CUDA != 0);
+  EXPECT_EQ(std::string(CudaArchitectures()).empty(), !CudaCompiledIn());
+  EXPECT_EQ(MakeCudaTransferEngine({.device = 99}).status().code(), TIER_UNSUPPORTED);
 }
 
-TEST(EngineSelectTest, ParsePreference) {
-  EXPECT_EQ(parse_device_preference("auto").value(), DevicePreference::kAuto);
-  EXPECT_EQ(parse_device_preference("cpu").value(), DevicePreference::kCpu);
-  EXPECT_EQ(parse_device_preference("cuda").value(), DevicePreference::kCuda);
-  Result<DevicePreference> bad = parse_device_preference("gpu");
+TEST(EngineSelect, ParsePreference) {
+  EXPECT_EQ(ParseDevicePreference("auto").value(), DevicePreference::kAuto);
+  EXPECT_EQ(ParseDevicePreference("cpu").value(), DevicePreference::kCpu);
+  EXPECT_EQ(ParseDevicePreference("cuda").value(), DevicePreference::kCuda);
+  Result<DevicePreference> bad = ParseDevicePreference("gpu");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'gpu'"), std::string::npos);
 }
 
 }  // namespace
-}  // namespace tier::device
+}  // namespace tier::device::test

@@ -24,14 +24,14 @@ namespace {
 using tier::shuffle::ByteShuffle;
 using tier::shuffle::ByteUnshuffle;
 
-std::uint16_t to_bf16(float f) {
+std::uint16_t ToBf16(float f) {
   std::uint32_t u;
   std::memcpy(&u, &f, 4);
   u += 0x7FFFu + ((u >> 16) & 1u);  // round to nearest even
   return static_cast<std::uint16_t>(u >> 16);
 }
 
-std::uint16_t to_fp16(float f) {
+std::uint16_t ToFp16(float f) {
   _Float16 h = static_cast<_Float16>(f);
   std::uint16_t u;
   std::memcpy(&u, &h, 2);
@@ -45,7 +45,7 @@ struct Data {
 };
 
 // BF16 K/V-like: per-channel scale (log-normal, some outlier channels) times a unit normal.
-Data make_bf16_kv(std::uint64_t bytes, std::uint32_t seed) {
+Data MakeBf16Kv(std::uint64_t bytes, std::uint32_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> unit(0.0f, 1.0f);
   std::lognormal_distribution<float> chan(-1.0f, 0.7f);
@@ -54,22 +54,22 @@ Data make_bf16_kv(std::uint64_t bytes, std::uint32_t seed) {
   for (float& s : scale) s = chan(rng);
   Data d{"bf16 kv, channel-scaled normal", 2, std::vector<std::byte>(bytes)};
   auto* out = reinterpret_cast<std::uint16_t*>(d.bytes.data());
-  for (std::size_t i = 0; i < bytes / 2; ++i) out[i] = to_bf16(unit(rng) * scale[i % head_dim]);
+  for (std::size_t i = 0; i < bytes / 2; ++i) out[i] = ToBf16(unit(rng) * scale[i % head_dim]);
   return d;
 }
 
 // BF16 narrow normal N(0, 0.02): exponents repeat.
-Data make_bf16_narrow(std::uint64_t bytes, std::uint32_t seed) {
+Data MakeBf16Narrow(std::uint64_t bytes, std::uint32_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> dist(0.0f, 0.02f);
   Data d{"bf16 narrow normal N(0,0.02)", 2, std::vector<std::byte>(bytes)};
   auto* out = reinterpret_cast<std::uint16_t*>(d.bytes.data());
-  for (std::size_t i = 0; i < bytes / 2; ++i) out[i] = to_bf16(dist(rng));
+  for (std::size_t i = 0; i < bytes / 2; ++i) out[i] = ToBf16(dist(rng));
   return d;
 }
 
 // FP32 recurrent state (GDN): N(0, 0.05), full-entropy mantissa.
-Data make_fp32_state(std::uint64_t bytes, std::uint32_t seed) {
+Data MakeFp32State(std::uint64_t bytes, std::uint32_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> dist(0.0f, 0.05f);
   Data d{"fp32 state N(0,0.05)", 4, std::vector<std::byte>(bytes)};
@@ -79,7 +79,7 @@ Data make_fp32_state(std::uint64_t bytes, std::uint32_t seed) {
 }
 
 // FP16 INT8-G64 scales: max|x|/127 of 64 unit-normal values times a channel scale.
-Data make_fp16_scales(std::uint64_t bytes, std::uint32_t seed) {
+Data MakeFp16Scales(std::uint64_t bytes, std::uint32_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> unit(0.0f, 1.0f);
   std::lognormal_distribution<float> chan(-1.0f, 0.7f);
@@ -88,7 +88,7 @@ Data make_fp16_scales(std::uint64_t bytes, std::uint32_t seed) {
   for (std::size_t i = 0; i < bytes / 2; ++i) {
     float amax = 0.0f;
     for (int k = 0; k < 64; ++k) amax = std::fmax(amax, std::fabs(unit(rng)));
-    out[i] = to_fp16(amax * chan(rng) / 127.0f);
+    out[i] = ToFp16(amax * chan(rng) / 127.0f);
   }
   return d;
 }
@@ -99,20 +99,20 @@ struct Outcome {
   double decompress_s = 0;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Compresses `in` block by block, then decompresses every block and checks the bytes.
-Outcome compress_blocks(const std::vector<std::byte>& in, std::size_t block, int level) {
+Outcome CompressBlocks(const std::vector<std::byte>& in, std::size_t block_bytes, int level) {
   Outcome o;
-  const std::size_t blocks = (in.size() + block - 1) / block;
-  std::vector<std::vector<char>> packed(blocks, std::vector<char>(ZSTD_compressBound(block)));
+  const std::size_t blocks = (in.size() + block_bytes - 1) / block_bytes;
+  std::vector<std::vector<char>> packed(blocks, std::vector<char>(ZSTD_compressBound(block_bytes)));
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   auto t0 = std::chrono::steady_clock::now();
   for (std::size_t b = 0; b < blocks; ++b) {
-    const std::size_t off = b * block;
-    const std::size_t n = std::min(block, in.size() - off);
+    const std::size_t off = b * block_bytes;
+    const std::size_t n = std::min(block_bytes, in.size() - off);
     const std::size_t r =
         ZSTD_compressCCtx(cctx, packed[b].data(), packed[b].size(), in.data() + off, n, level);
     if (ZSTD_isError(r)) {
@@ -122,14 +122,14 @@ Outcome compress_blocks(const std::vector<std::byte>& in, std::size_t block, int
     packed[b].resize(r);
     o.compressed_bytes += r;
   }
-  o.compress_s = seconds_since(t0);
+  o.compress_s = SecondsSince(t0);
   ZSTD_freeCCtx(cctx);
   std::vector<std::byte> out(in.size());
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
   t0 = std::chrono::steady_clock::now();
   for (std::size_t b = 0; b < blocks; ++b) {
-    const std::size_t off = b * block;
-    const std::size_t n = std::min(block, in.size() - off);
+    const std::size_t off = b * block_bytes;
+    const std::size_t n = std::min(block_bytes, in.size() - off);
     const std::size_t r =
         ZSTD_decompressDCtx(dctx, out.data() + off, n, packed[b].data(), packed[b].size());
     if (ZSTD_isError(r) || r != n) {
@@ -137,7 +137,7 @@ Outcome compress_blocks(const std::vector<std::byte>& in, std::size_t block, int
       std::exit(1);
     }
   }
-  o.decompress_s = seconds_since(t0);
+  o.decompress_s = SecondsSince(t0);
   ZSTD_freeDCtx(dctx);
   if (out != in) {
     std::fprintf(stderr, "zstd round trip differs\n");
@@ -146,7 +146,7 @@ Outcome compress_blocks(const std::vector<std::byte>& in, std::size_t block, int
   return o;
 }
 
-std::vector<int> parse_levels(const char* s) {
+std::vector<int> ParseLevels(const char* s) {
   std::vector<int> levels;
   for (const char* p = s; *p;) {
     char* end = nullptr;
@@ -170,52 +170,52 @@ int main(int argc, char** argv) {
     } else if (a == "--block-kib") {
       block_kib = std::strtoull(argv[i + 1], nullptr, 10);
     } else if (a == "--levels") {
-      levels = parse_levels(argv[i + 1]);
+      levels = ParseLevels(argv[i + 1]);
     } else {
       std::fprintf(stderr, "usage: %s [--mib N] [--block-kib N] [--levels 1,3]\n", argv[0]);
       return 2;
     }
   }
   const std::uint64_t bytes = mib << 20;
-  const std::size_t block = block_kib << 10;
+  const std::size_t block_bytes = block_kib << 10;
   std::printf("data: %llu MiB per kind, zstd blocks of %zu KiB, seed fixed, shuffle per block\n",
               static_cast<unsigned long long>(mib), block_kib);
   std::printf("%-31s %5s %7s %8s %7s %8s %8s %8s %8s %8s %8s\n", "data", "level", "ratio",
               "shuffled", "gain", "c_MBps", "c_sh", "d_MBps", "d_sh", "shuf", "unshuf");
   std::vector<Data> all;
-  all.push_back(make_bf16_kv(bytes, 1));
-  all.push_back(make_bf16_narrow(bytes, 2));
-  all.push_back(make_fp32_state(bytes, 3));
-  all.push_back(make_fp16_scales(bytes / 8, 4));
+  all.push_back(MakeBf16Kv(bytes, 1));
+  all.push_back(MakeBf16Narrow(bytes, 2));
+  all.push_back(MakeFp32State(bytes, 3));
+  all.push_back(MakeFp16Scales(bytes / 8, 4));
   for (const Data& d : all) {
     // Shuffle each block on its own, as a block-compressing writer would.
     std::vector<std::byte> shuffled(d.bytes.size());
     std::vector<std::byte> back(d.bytes.size());
     const auto t0 = std::chrono::steady_clock::now();
-    for (std::size_t off = 0; off < d.bytes.size(); off += block) {
-      const std::size_t n = std::min(block, d.bytes.size() - off);
+    for (std::size_t off = 0; off < d.bytes.size(); off += block_bytes) {
+      const std::size_t n = std::min(block_bytes, d.bytes.size() - off);
       if (!ByteShuffle({d.bytes.data() + off, n}, {shuffled.data() + off, n}, d.element_bytes)
                .ok()) {
         return 1;
       }
     }
-    const double shuffle_s = seconds_since(t0);
+    const double shuffle_s = SecondsSince(t0);
     const auto t1 = std::chrono::steady_clock::now();
-    for (std::size_t off = 0; off < d.bytes.size(); off += block) {
-      const std::size_t n = std::min(block, d.bytes.size() - off);
+    for (std::size_t off = 0; off < d.bytes.size(); off += block_bytes) {
+      const std::size_t n = std::min(block_bytes, d.bytes.size() - off);
       if (!ByteUnshuffle({shuffled.data() + off, n}, {back.data() + off, n}, d.element_bytes)
                .ok()) {
         return 1;
       }
     }
-    const double unshuffle_s = seconds_since(t1);
+    const double unshuffle_s = SecondsSince(t1);
     if (back != d.bytes) {
       std::fprintf(stderr, "round trip failed for %s\n", d.name.c_str());
       return 1;
     }
     for (int level : levels) {
-      const Outcome plain = compress_blocks(d.bytes, block, level);
-      const Outcome sh = compress_blocks(shuffled, block, level);
+      const Outcome plain = CompressBlocks(d.bytes, block_bytes, level);
+      const Outcome sh = CompressBlocks(shuffled, block_bytes, level);
       const double mb = static_cast<double>(d.bytes.size()) / 1e6;
       const double r_plain = static_cast<double>(d.bytes.size()) / plain.compressed_bytes;
       const double r_sh = static_cast<double>(d.bytes.size()) / sh.compressed_bytes;

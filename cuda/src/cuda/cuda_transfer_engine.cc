@@ -20,8 +20,8 @@
 namespace tier::device {
 namespace {
 
-using detail::cuda_error_text;
-using detail::cuda_status;
+using detail::CudaErrorText;
+using detail::CudaStatus;
 using detail::DeviceGuard;
 
 constexpr std::uint64_t kHostAlignBytes = 4096;
@@ -33,11 +33,11 @@ class CudaCompletion final : public Completion {
   CudaCompletion(const CudaCompletion&) = delete;
   CudaCompletion& operator=(const CudaCompletion&) = delete;
 
-  Status wait() override { return cuda_status(cudaEventSynchronize(event_), "transfer"); }
-  bool is_done() override { return cudaEventQuery(event_) != cudaErrorNotReady; }
-  Status make_stream_wait(void* native_stream) override {
-    return cuda_status(cudaStreamWaitEvent(static_cast<cudaStream_t>(native_stream), event_, 0),
-                       "cudaStreamWaitEvent");
+  Status Wait() override { return CudaStatus(cudaEventSynchronize(event_), "transfer"); }
+  bool IsDone() override { return cudaEventQuery(event_) != cudaErrorNotReady; }
+  Status MakeStreamWait(void* native_stream) override {
+    return CudaStatus(cudaStreamWaitEvent(static_cast<cudaStream_t>(native_stream), event_, 0),
+                      "cudaStreamWaitEvent");
   }
 
  private:
@@ -49,19 +49,19 @@ class CudaPinnedAllocator final : public HostAllocator {
   explicit CudaPinnedAllocator(int device) : device_(device) {}
   const char* name() const override { return "cuda_pinned"; }
   bool pinned() const override { return true; }
-  Result<void*> allocate(std::uint64_t bytes) override {
-    if (bytes == 0) return invalid_argument("pinned allocation of 0 bytes");
+  Result<void*> Allocate(std::uint64_t bytes) override {
+    if (bytes == 0) return Status::InvalidArgument("pinned allocation of 0 bytes");
     DeviceGuard guard(device_);
-    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
+    TIER_RETURN_IF_ERROR(guard.status());
     void* ptr = nullptr;
     TIER_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable));
     if (reinterpret_cast<std::uintptr_t>(ptr) % kHostAlignBytes != 0) {
       (void)cudaFreeHost(ptr);
-      return internal_error("cudaHostAlloc returned memory not aligned to 4096 bytes");
+      return Status::Internal("cudaHostAlloc returned memory not aligned to 4096 bytes");
     }
     return ptr;
   }
-  void deallocate(void* ptr, std::uint64_t /*bytes*/) override { (void)cudaFreeHost(ptr); }
+  void Deallocate(void* ptr, std::uint64_t /*bytes*/) override { (void)cudaFreeHost(ptr); }
 
  private:
   const int device_;
@@ -69,27 +69,27 @@ class CudaPinnedAllocator final : public HostAllocator {
 
 class CudaTransferEngine final : public TransferEngine {
  public:
-  static Result<std::unique_ptr<TransferEngine>> create(const CudaEngineOptions& options) {
-    Result<int> count = cuda_device_count();
+  static Result<std::unique_ptr<TransferEngine>> Create(const CudaEngineOptions& options) {
+    Result<int> count = CudaDeviceCount();
     if (!count.ok()) return count.status();
     if (options.device < 0 || options.device >= *count) {
-      return unavailable("no CUDA device " + std::to_string(options.device) + " (" +
-                         std::to_string(*count) + " present)");
+      return Status::Unsupported("no CUDA device " + std::to_string(options.device) + " (" +
+                                 std::to_string(*count) + " present)");
     }
     if (options.staging_bytes < 4096) {
-      return invalid_argument("cuda engine: staging_bytes " +
-                              std::to_string(options.staging_bytes) + " is below 4096");
+      return Status::InvalidArgument("cuda engine: staging_bytes " +
+                                     std::to_string(options.staging_bytes) + " is below 4096");
     }
     DeviceGuard guard(options.device);
-    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
+    TIER_RETURN_IF_ERROR(guard.status());
     cudaDeviceProp prop{};
     TIER_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));
     const std::string arch = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
-    const cudaError_t image = detail::check_kernel_images();
+    const cudaError_t image = detail::CheckKernelImages();
     if (image != cudaSuccess) {
-      return unavailable("GPU " + std::to_string(options.device) + " (" + prop.name + ", " + arch +
-                         ") cannot run this build's kernels (built for " + TIER_CUDA_ARCHITECTURES +
-                         "): " + cuda_error_text(image));
+      return Status::Unsupported("GPU " + std::to_string(options.device) + " (" + prop.name + ", " +
+                                 arch + ") cannot run this build's kernels (built for " +
+                                 TIER_CUDA_ARCHITECTURES + "): " + CudaErrorText(image));
     }
     std::unique_ptr<CudaTransferEngine> engine(new CudaTransferEngine(options));
     TIER_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&engine->stream_, cudaStreamNonBlocking));
@@ -114,15 +114,15 @@ class CudaTransferEngine final : public TransferEngine {
   std::shared_ptr<HostAllocator> host_allocator() override { return host_allocator_; }
   NativeStream native_stream() const override { return stream_; }
 
-  Result<DeviceBuffer> allocate_device(std::uint64_t bytes) override {
-    if (bytes == 0) return invalid_argument("device allocation of 0 bytes");
+  Result<DeviceBuffer> AllocateDevice(std::uint64_t bytes) override {
+    if (bytes == 0) return Status::InvalidArgument("device allocation of 0 bytes");
     DeviceGuard guard(options_.device);
-    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
+    TIER_RETURN_IF_ERROR(guard.status());
     void* ptr = nullptr;
     const cudaError_t error = cudaMalloc(&ptr, bytes);
     if (error != cudaSuccess) {
-      return resource_exhausted("cudaMalloc of " + std::to_string(bytes) +
-                                " bytes: " + cuda_error_text(error));
+      return Status::NoSpace("cudaMalloc of " + std::to_string(bytes) +
+                             " bytes: " + CudaErrorText(error));
     }
     const int device = options_.device;
     return DeviceBuffer(static_cast<std::byte*>(ptr), bytes, [device](std::byte* p) {
@@ -131,64 +131,62 @@ class CudaTransferEngine final : public TransferEngine {
     });
   }
 
-  Result<Transfer> copy_to_host(void* host_dst, const void* device_src,
-                                std::uint64_t bytes) override {
-    return copy(host_dst, device_src, bytes, cudaMemcpyDeviceToHost);
+  Result<Transfer> CopyToHost(void* host_dst, const void* device_src,
+                              std::uint64_t bytes) override {
+    return Copy(host_dst, device_src, bytes, cudaMemcpyDeviceToHost);
   }
-  Result<Transfer> copy_to_device(void* device_dst, const void* host_src,
-                                  std::uint64_t bytes) override {
-    return copy(device_dst, host_src, bytes, cudaMemcpyHostToDevice);
+  Result<Transfer> CopyToDevice(void* device_dst, const void* host_src,
+                                std::uint64_t bytes) override {
+    return Copy(device_dst, host_src, bytes, cudaMemcpyHostToDevice);
   }
 
-  Status order_after(NativeStream producer) override {
+  Status OrderAfter(NativeStream producer) override {
     std::lock_guard<std::mutex> lock(submit_mu_);
     DeviceGuard guard(options_.device);
-    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
+    TIER_RETURN_IF_ERROR(guard.status());
     cudaEvent_t event = nullptr;
     TIER_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    Status status = cuda_status(cudaEventRecord(event, static_cast<cudaStream_t>(producer)),
-                                "cudaEventRecord(producer)");
+    Status status = CudaStatus(cudaEventRecord(event, static_cast<cudaStream_t>(producer)),
+                               "cudaEventRecord(producer)");
     if (status.ok()) {
-      status = cuda_status(cudaStreamWaitEvent(stream_, event, 0), "cudaStreamWaitEvent");
+      status = CudaStatus(cudaStreamWaitEvent(stream_, event, 0), "cudaStreamWaitEvent");
     }
     (void)cudaEventDestroy(event);  // released once the wait is satisfied
     return status;
   }
 
-  Status synchronize() override {
+  Status Synchronize() override {
     DeviceGuard guard(options_.device);
-    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
-    return cuda_status(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    TIER_RETURN_IF_ERROR(guard.status());
+    return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
 
  protected:
-  Result<Transfer> submit_page_copy(detail::PageCopyJob&& job) override {
-    const std::uint32_t per_stage = detail::pages_per_stage(job, options_.staging_bytes);
+  Result<Transfer> SubmitPageCopy(detail::PageCopyJob&& job) override {
+    const std::uint32_t per_stage = detail::PagesPerStage(job, options_.staging_bytes);
     if (per_stage == 0) {
-      return resource_exhausted("staging buffer of " + std::to_string(options_.staging_bytes) +
-                                " bytes cannot hold one page of layer " +
-                                std::to_string(job.layer) + " (" +
-                                std::to_string(job.layer_page_bytes()) + " bytes)");
+      return Status::NoSpace("staging buffer of " + std::to_string(options_.staging_bytes) +
+                             " bytes cannot hold one page of layer " + std::to_string(job.layer) +
+                             " (" + std::to_string(job.layer_page_bytes()) + " bytes)");
     }
     std::lock_guard<std::mutex> lock(submit_mu_);
     DeviceGuard guard(options_.device);
-    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
-    Status status = enqueue_stages(job, per_stage);
-    if (!status.ok()) return abandon(std::move(status));
-    return record(job.segment_bytes);
+    TIER_RETURN_IF_ERROR(guard.status());
+    Status status = EnqueueStages(job, per_stage);
+    if (!status.ok()) return Abandon(std::move(status));
+    return Record(job.segment_bytes);
   }
 
-  Result<Transfer> submit_byte_shuffle(void* device_dst, const void* device_src,
-                                       std::uint64_t bytes, std::uint32_t element_bytes,
-                                       bool inverse) override {
+  Result<Transfer> SubmitByteShuffle(void* device_dst, const void* device_src, std::uint64_t bytes,
+                                     std::uint32_t element_bytes, bool inverse) override {
     std::lock_guard<std::mutex> lock(submit_mu_);
     DeviceGuard guard(options_.device);
-    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
-    Status status = cuda_status(
-        detail::launch_byte_shuffle(device_dst, device_src, bytes, element_bytes, inverse, stream_),
+    TIER_RETURN_IF_ERROR(guard.status());
+    Status status = CudaStatus(
+        detail::LaunchByteShuffle(device_dst, device_src, bytes, element_bytes, inverse, stream_),
         "byte shuffle kernel launch");
-    if (!status.ok()) return abandon(std::move(status));
-    return record(0);
+    if (!status.ok()) return Abandon(std::move(status));
+    return Record(0);
   }
 
  private:
@@ -198,16 +196,16 @@ class CudaTransferEngine final : public TransferEngine {
   // Stage by stage, in stream order: gather = kernel (pool -> staging) then one D2H copy per
   // plane (staging -> segment); scatter = one H2D copy per plane then kernel (staging -> pool).
   // Stream order makes reusing the one staging buffer safe.
-  Status enqueue_stages(const detail::PageCopyJob& job, std::uint32_t per_stage) {
+  Status EnqueueStages(const detail::PageCopyJob& job, std::uint32_t per_stage) {
     const auto pages = static_cast<std::uint32_t>(job.page_ids.size());
     const bool gather = job.direction == detail::CopyDirection::kGather;
     detail::PlaneRun runs[kMaxPlanesPerLayer];
     auto params = std::make_unique<detail::PageCopyParams>();
     for (std::uint32_t first = 0; first < pages; first += per_stage) {
       const std::uint32_t count = std::min(per_stage, pages - first);
-      detail::make_stage(job, first, count, staging_, params.get(), runs);
+      detail::MakeStage(job, first, count, staging_, params.get(), runs);
       if (gather) {
-        TIER_CUDA_RETURN_IF_ERROR(detail::launch_gather_stage(*params, stream_));
+        TIER_CUDA_RETURN_IF_ERROR(detail::LaunchGatherStage(*params, stream_));
       }
       for (std::uint32_t q = 0; q < job.plane_count; ++q) {
         std::byte* host = job.segment + runs[q].segment_offset;
@@ -221,41 +219,41 @@ class CudaTransferEngine final : public TransferEngine {
         }
       }
       if (!gather) {
-        TIER_CUDA_RETURN_IF_ERROR(detail::launch_scatter_stage(*params, stream_));
+        TIER_CUDA_RETURN_IF_ERROR(detail::LaunchScatterStage(*params, stream_));
       }
     }
     return Status::Ok();
   }
 
-  Result<Transfer> copy(void* dst, const void* src, std::uint64_t bytes, cudaMemcpyKind kind) {
+  Result<Transfer> Copy(void* dst, const void* src, std::uint64_t bytes, cudaMemcpyKind kind) {
     if (bytes == 0) return Transfer();
-    if (dst == nullptr || src == nullptr) return invalid_argument("copy: null buffer");
+    if (dst == nullptr || src == nullptr) return Status::InvalidArgument("copy: null buffer");
     std::lock_guard<std::mutex> lock(submit_mu_);
     DeviceGuard guard(options_.device);
-    TIER_DEVICE_RETURN_IF_ERROR(guard.status());
-    Status status = cuda_status(
+    TIER_RETURN_IF_ERROR(guard.status());
+    Status status = CudaStatus(
         cudaMemcpyAsync(dst, src, bytes, kind, stream_),
         kind == cudaMemcpyDeviceToHost ? "cudaMemcpyAsync(D2H)" : "cudaMemcpyAsync(H2D)");
-    if (!status.ok()) return abandon(std::move(status));
-    return record(bytes);
+    if (!status.ok()) return Abandon(std::move(status));
+    return Record(bytes);
   }
 
   // An event after everything queued so far: the transfer's completion. submit_mu_ held.
-  Result<Transfer> record(std::uint64_t bytes) {
+  Result<Transfer> Record(std::uint64_t bytes) {
     cudaEvent_t event = nullptr;
     Status status =
-        cuda_status(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
-    if (status.ok()) status = cuda_status(cudaEventRecord(event, stream_), "cudaEventRecord");
+        CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+    if (status.ok()) status = CudaStatus(cudaEventRecord(event, stream_), "cudaEventRecord");
     if (!status.ok()) {
       if (event != nullptr) (void)cudaEventDestroy(event);
-      return abandon(std::move(status));
+      return Abandon(std::move(status));
     }
     return Transfer(std::make_shared<CudaCompletion>(event), bytes);
   }
 
   // A submit failed part-way: wait for what it queued so no caller buffer is still in use, then
   // report the first error. submit_mu_ held.
-  Status abandon(Status status) {
+  Status Abandon(Status status) {
     (void)cudaStreamSynchronize(stream_);
     return status;
   }
@@ -270,28 +268,27 @@ class CudaTransferEngine final : public TransferEngine {
 
 }  // namespace
 
-bool cuda_compiled_in() {
+bool CudaCompiledIn() {
   return true;
 }
-const char* cuda_architectures() {
+const char* CudaArchitectures() {
   return TIER_CUDA_ARCHITECTURES;
 }
 
-Result<int> cuda_device_count() {
+Result<int> CudaDeviceCount() {
   int count = 0;
   const cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess) {
     (void)cudaGetLastError();
-    return unavailable("no CUDA device present (cudaGetDeviceCount: " + cuda_error_text(error) +
-                       ")");
+    return Status::Unsupported(
+        "no CUDA device present (cudaGetDeviceCount: " + CudaErrorText(error) + ")");
   }
-  if (count <= 0) return unavailable("no CUDA device present");
+  if (count <= 0) return Status::Unsupported("no CUDA device present");
   return count;
 }
 
-Result<std::unique_ptr<TransferEngine>> make_cuda_transfer_engine(
-    const CudaEngineOptions& options) {
-  return CudaTransferEngine::create(options);
+Result<std::unique_ptr<TransferEngine>> MakeCudaTransferEngine(const CudaEngineOptions& options) {
+  return CudaTransferEngine::Create(options);
 }
 
 }  // namespace tier::device

@@ -6,11 +6,11 @@
 
 #include "test_support.h"
 
-namespace tier::device {
+namespace tier::device::test {
 namespace {
 
 // The definition, written out: dst[b * n + i] = src[i * E + b], tail copied.
-std::vector<std::byte> reference_shuffle(const std::vector<std::byte>& src, std::uint32_t e) {
+std::vector<std::byte> ReferenceShuffle(const std::vector<std::byte>& src, std::uint32_t e) {
   std::vector<std::byte> dst(src.size());
   const std::size_t n = src.size() / e;
   for (std::size_t i = 0; i < n; ++i) {
@@ -23,14 +23,14 @@ std::vector<std::byte> reference_shuffle(const std::vector<std::byte>& src, std:
 const std::vector<std::size_t> kSizes = {0,  1,  2,  3,  4,  5,   15,   16,   17,    31,
                                          32, 33, 63, 64, 65, 127, 1000, 4099, 65536, 100003};
 
-TEST(ByteShuffleTest, MatchesTheDefinitionAndRoundTrips) {
+TEST(ByteShuffle, MatchesTheDefinitionAndRoundTrips) {
   for (std::uint32_t e : {2u, 4u}) {
     for (std::size_t size : kSizes) {
       SCOPED_TRACE("element_bytes " + std::to_string(e) + ", " + std::to_string(size) + " bytes");
-      const std::vector<std::byte> src = testing::random_bytes(size, size * 7 + e);
+      const std::vector<std::byte> src = RandomBytes(size, size * 7 + e);
       std::vector<std::byte> shuffled(size);
       ASSERT_TRUE(shuffle::ByteShuffle(src, shuffled, e).ok());
-      ASSERT_EQ(shuffled, reference_shuffle(src, e));
+      ASSERT_EQ(shuffled, ReferenceShuffle(src, e));
       std::vector<std::byte> back(size);
       ASSERT_TRUE(shuffle::ByteUnshuffle(shuffled, back, e).ok());
       ASSERT_EQ(back, src);
@@ -38,7 +38,7 @@ TEST(ByteShuffleTest, MatchesTheDefinitionAndRoundTrips) {
   }
 }
 
-TEST(ByteShuffleTest, GroupsTheHighBytesOfBf16) {
+TEST(ByteShuffle, GroupsTheHighBytesOfBf16) {
   // BF16 values 1.0 (0x3F80) and -2.0 (0xC000), little endian.
   const std::vector<std::byte> src = {std::byte{0x80}, std::byte{0x3F}, std::byte{0x00},
                                       std::byte{0xC0}};
@@ -48,7 +48,7 @@ TEST(ByteShuffleTest, GroupsTheHighBytesOfBf16) {
                                          std::byte{0xC0}}));
 }
 
-TEST(ByteShuffleTest, RefusesBadArguments) {
+TEST(ByteShuffle, RefusesBadArguments) {
   std::vector<std::byte> a(64), b(64), c(63);
   EXPECT_EQ(shuffle::ByteShuffle(a, b, 3).code(), TIER_INVALID_ARGUMENT);
   EXPECT_EQ(shuffle::ByteShuffle(a, b, 1).code(), TIER_INVALID_ARGUMENT);
@@ -62,47 +62,51 @@ TEST(ByteShuffleTest, RefusesBadArguments) {
 }
 
 // The engines' device-memory shuffle gives the CPU function's bytes (CUDA: when present).
-class EngineShuffleTest : public ::testing::TestWithParam<testing::EngineKind> {};
+class EngineShuffle : public ::testing::TestWithParam<EngineKind> {};
 
-TEST_P(EngineShuffleTest, MatchesCpuShuffle) {
+TEST_P(EngineShuffle, MatchesCpuShuffle) {
   TIER_MAKE_ENGINE_OR_SKIP(engine, GetParam());
   for (std::uint32_t e : {2u, 4u}) {
     for (std::size_t size : kSizes) {
       if (size == 0) continue;
       SCOPED_TRACE("element_bytes " + std::to_string(e) + ", " + std::to_string(size) + " bytes");
-      const std::vector<std::byte> src = testing::random_bytes(size, size + e);
-      Result<DeviceBuffer> d_src = engine->allocate_device(size);
-      Result<DeviceBuffer> d_dst = engine->allocate_device(size);
-      Result<DeviceBuffer> d_back = engine->allocate_device(size);
+      const std::vector<std::byte> src = RandomBytes(size, size + e);
+      Result<DeviceBuffer> d_src = engine->AllocateDevice(size);
+      Result<DeviceBuffer> d_dst = engine->AllocateDevice(size);
+      Result<DeviceBuffer> d_back = engine->AllocateDevice(size);
       ASSERT_TRUE(d_src.ok() && d_dst.ok() && d_back.ok());
-      ASSERT_TRUE(engine->copy_to_device(d_src->data(), src.data(), size).ok());
-      ASSERT_TRUE(engine->byte_shuffle(d_dst->data(), d_src->data(), size, e, false).ok());
-      ASSERT_TRUE(engine->byte_shuffle(d_back->data(), d_dst->data(), size, e, true).ok());
       std::vector<std::byte> shuffled(size), back(size);
-      ASSERT_TRUE(engine->copy_to_host(shuffled.data(), d_dst->data(), size).ok());
-      Result<Transfer> last = engine->copy_to_host(back.data(), d_back->data(), size);
+      // Queued without waiting (the handles stay alive until the end of the iteration).
+      Result<Transfer> up = engine->CopyToDevice(d_src->data(), src.data(), size);
+      ASSERT_TRUE(up.ok());
+      Result<Transfer> forward = engine->ByteShuffle(d_dst->data(), d_src->data(), size, e, false);
+      ASSERT_TRUE(forward.ok());
+      Result<Transfer> inverse = engine->ByteShuffle(d_back->data(), d_dst->data(), size, e, true);
+      ASSERT_TRUE(inverse.ok());
+      Result<Transfer> down = engine->CopyToHost(shuffled.data(), d_dst->data(), size);
+      ASSERT_TRUE(down.ok());
+      Result<Transfer> last = engine->CopyToHost(back.data(), d_back->data(), size);
       ASSERT_TRUE(last.ok());
-      ASSERT_TRUE(last->wait().ok());  // stream order: everything before it is done too
+      ASSERT_TRUE(last->Wait().ok());  // stream order: everything before it is done too
       std::vector<std::byte> want(size);
       ASSERT_TRUE(shuffle::ByteShuffle(src, want, e).ok());
       ASSERT_EQ(shuffled, want);
       ASSERT_EQ(back, src);
     }
   }
-  Result<DeviceBuffer> buf = engine->allocate_device(64);
+  Result<DeviceBuffer> buf = engine->AllocateDevice(64);
   ASSERT_TRUE(buf.ok());
-  EXPECT_EQ(engine->byte_shuffle(buf->data(), buf->data() + 8, 32, 2, false).status().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(engine->byte_shuffle(buf->data(), buf->data() + 32, 32, 8, false).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->ByteShuffle(buf->data(), buf->data() + 8, 32, 2, false).status().code(),
+            TIER_INVALID_ARGUMENT);
+  EXPECT_EQ(engine->ByteShuffle(buf->data(), buf->data() + 32, 32, 8, false).status().code(),
+            TIER_INVALID_ARGUMENT);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, EngineShuffleTest,
-                         ::testing::Values(testing::EngineKind::kCpuInline,
-                                           testing::EngineKind::kCpuWorker),
-                         [](const auto& info) { return testing::engine_kind_name(info.param); });
-INSTANTIATE_TEST_SUITE_P(Gpu, EngineShuffleTest, ::testing::Values(testing::EngineKind::kCuda),
-                         [](const auto& info) { return testing::engine_kind_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Cpu, EngineShuffle,
+                         ::testing::Values(EngineKind::kCpuInline, EngineKind::kCpuWorker),
+                         [](const auto& info) { return EngineKindName(info.param); });
+INSTANTIATE_TEST_SUITE_P(Gpu, EngineShuffle, ::testing::Values(EngineKind::kCuda),
+                         [](const auto& info) { return EngineKindName(info.param); });
 
 }  // namespace
-}  // namespace tier::device
+}  // namespace tier::device::test

@@ -12,6 +12,7 @@
 
 #include "page_copy_job.h"
 #include "staged_copy.h"
+#include "tier/check.h"
 #include "tier/shuffle/byte_shuffle.h"
 
 namespace tier::device {
@@ -19,22 +20,22 @@ namespace {
 
 class CpuCompletion final : public Completion {
  public:
-  void finish(Status status) {
+  void Finish(Status status) {
     std::lock_guard<std::mutex> lock(mu_);
     status_ = std::move(status);
     done_ = true;
     cv_.notify_all();
   }
-  Status wait() override {
+  Status Wait() override {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return done_; });
     return status_;
   }
-  bool is_done() override {
+  bool IsDone() override {
     std::lock_guard<std::mutex> lock(mu_);
     return done_;
   }
-  Status make_stream_wait(void* /*native_stream*/) override { return wait(); }
+  Status MakeStreamWait(void* /*native_stream*/) override { return Wait(); }
 
  private:
   std::mutex mu_;
@@ -47,9 +48,10 @@ class CpuTransferEngine final : public TransferEngine {
  public:
   explicit CpuTransferEngine(const CpuEngineOptions& options)
       : options_(options),
-        host_allocator_(make_aligned_host_allocator()),
+        host_allocator_(MakeAlignedHostAllocator()),
+        device_allocator_(options.device_allocator ? options.device_allocator : host_allocator_),
         staging_(options.staging_bytes) {
-    if (options_.worker_thread) worker_ = std::thread([this] { run_worker(); });
+    if (options_.worker_thread) worker_ = std::thread([this] { RunWorker(); });
   }
 
   ~CpuTransferEngine() override {
@@ -75,64 +77,61 @@ class CpuTransferEngine final : public TransferEngine {
   std::shared_ptr<HostAllocator> host_allocator() override { return host_allocator_; }
   NativeStream native_stream() const override { return nullptr; }
 
-  Result<DeviceBuffer> allocate_device(std::uint64_t bytes) override {
-    if (bytes == 0) return invalid_argument("device allocation of 0 bytes");
-    Result<void*> mem = host_allocator_->allocate(bytes);
+  Result<DeviceBuffer> AllocateDevice(std::uint64_t bytes) override {
+    if (bytes == 0) return Status::InvalidArgument("device allocation of 0 bytes");
+    Result<void*> mem = device_allocator_->Allocate(bytes);
     if (!mem.ok()) return mem.status();
-    std::shared_ptr<HostAllocator> allocator = host_allocator_;
+    std::shared_ptr<HostAllocator> allocator = device_allocator_;
     return DeviceBuffer(static_cast<std::byte*>(*mem), bytes,
-                        [allocator, bytes](std::byte* p) { allocator->deallocate(p, bytes); });
+                        [allocator, bytes](std::byte* p) { allocator->Deallocate(p, bytes); });
   }
 
-  Result<Transfer> copy_to_host(void* host_dst, const void* device_src,
+  Result<Transfer> CopyToHost(void* host_dst, const void* device_src,
+                              std::uint64_t bytes) override {
+    return Copy(host_dst, device_src, bytes, "CopyToHost");
+  }
+  Result<Transfer> CopyToDevice(void* device_dst, const void* host_src,
                                 std::uint64_t bytes) override {
-    return copy(host_dst, device_src, bytes, "copy_to_host");
-  }
-  Result<Transfer> copy_to_device(void* device_dst, const void* host_src,
-                                  std::uint64_t bytes) override {
-    return copy(device_dst, host_src, bytes, "copy_to_device");
+    return Copy(device_dst, host_src, bytes, "CopyToDevice");
   }
 
-  Status order_after(NativeStream /*producer*/) override { return Status::Ok(); }
+  Status OrderAfter(NativeStream /*producer*/) override { return Status::Ok(); }
 
-  Status synchronize() override {
-    Result<Transfer> marker = submit([] { return Status::Ok(); }, 0);
+  Status Synchronize() override {
+    Result<Transfer> marker = Submit([] { return Status::Ok(); }, 0);
     if (!marker.ok()) return marker.status();
-    return marker->wait();
+    return marker->Wait();
   }
 
  protected:
-  Result<Transfer> submit_page_copy(detail::PageCopyJob&& job) override {
+  Result<Transfer> SubmitPageCopy(detail::PageCopyJob&& job) override {
     const std::uint64_t bytes = job.segment_bytes;
-    if (options_.staging_bytes != 0 && detail::pages_per_stage(job, options_.staging_bytes) == 0) {
-      return resource_exhausted("staging buffer of " + std::to_string(options_.staging_bytes) +
-                                " bytes cannot hold one page of layer " +
-                                std::to_string(job.layer) + " (" +
-                                std::to_string(job.layer_page_bytes()) + " bytes)");
+    if (options_.staging_bytes != 0 && detail::PagesPerStage(job, options_.staging_bytes) == 0) {
+      return Status::NoSpace("staging buffer of " + std::to_string(options_.staging_bytes) +
+                             " bytes cannot hold one page of layer " + std::to_string(job.layer) +
+                             " (" + std::to_string(job.layer_page_bytes()) + " bytes)");
     }
     auto shared = std::make_shared<detail::PageCopyJob>(std::move(job));
-    return submit(
+    return Submit(
         [this, shared] {
           if (options_.staging_bytes == 0) {
-            detail::run_page_copy_on_host(*shared);
+            detail::RunPageCopyOnHost(*shared);
           } else {
-            run_staged(*shared);
+            RunStaged(*shared);
           }
           return Status::Ok();
         },
         bytes);
   }
 
-  Result<Transfer> submit_byte_shuffle(void* device_dst, const void* device_src,
-                                       std::uint64_t bytes, std::uint32_t element_bytes,
-                                       bool inverse) override {
-    return submit(
+  Result<Transfer> SubmitByteShuffle(void* device_dst, const void* device_src, std::uint64_t bytes,
+                                     std::uint32_t element_bytes, bool inverse) override {
+    return Submit(
         [=] {
           std::span<const std::byte> src(static_cast<const std::byte*>(device_src), bytes);
           std::span<std::byte> dst(static_cast<std::byte*>(device_dst), bytes);
-          const ::tier::Status done = inverse ? shuffle::ByteUnshuffle(src, dst, element_bytes)
-                                              : shuffle::ByteShuffle(src, dst, element_bytes);
-          return done.ok() ? Status::Ok() : invalid_argument(done.message());
+          return inverse ? shuffle::ByteUnshuffle(src, dst, element_bytes)
+                         : shuffle::ByteShuffle(src, dst, element_bytes);
         },
         0);
   }
@@ -143,11 +142,12 @@ class CpuTransferEngine final : public TransferEngine {
     std::shared_ptr<CpuCompletion> completion;
   };
 
-  Result<Transfer> copy(void* dst, const void* src, std::uint64_t bytes, const char* op) {
+  Result<Transfer> Copy(void* dst, const void* src, std::uint64_t bytes, const char* op) {
     if (bytes == 0) return Transfer();
-    if (dst == nullptr || src == nullptr)
-      return invalid_argument(std::string(op) + ": null buffer");
-    return submit(
+    if (dst == nullptr || src == nullptr) {
+      return Status::InvalidArgument(std::string(op) + ": null buffer");
+    }
+    return Submit(
         [=] {
           std::memcpy(dst, src, bytes);
           return Status::Ok();
@@ -155,11 +155,12 @@ class CpuTransferEngine final : public TransferEngine {
         bytes);
   }
 
-  Result<Transfer> submit(std::function<Status()> work, std::uint64_t bytes) {
+  Result<Transfer> Submit(std::function<Status()> work, std::uint64_t bytes) {
     auto completion = std::make_shared<CpuCompletion>();
     if (!options_.worker_thread) {
       std::lock_guard<std::mutex> lock(inline_mu_);  // one transfer at a time, like a stream
-      completion->finish(work());
+      if (options_.before_transfer) options_.before_transfer();
+      completion->Finish(work());
       return Transfer(completion, bytes);
     }
     std::unique_lock<std::mutex> lock(mu_);
@@ -169,7 +170,7 @@ class CpuTransferEngine final : public TransferEngine {
     return Transfer(completion, bytes);
   }
 
-  void run_worker() {
+  void RunWorker() {
     for (;;) {
       Task task;
       {
@@ -180,21 +181,23 @@ class CpuTransferEngine final : public TransferEngine {
         queue_.pop_front();
         space_cv_.notify_all();
       }
-      task.completion->finish(task.work());
+      if (options_.before_transfer) options_.before_transfer();
+      task.completion->Finish(task.work());
     }
   }
 
   // The CUDA engine's sequence, with memcpy for the kernel and for cudaMemcpyAsync.
-  void run_staged(const detail::PageCopyJob& job) {
-    const std::uint32_t per_stage = detail::pages_per_stage(job, options_.staging_bytes);
+  void RunStaged(const detail::PageCopyJob& job) {
+    const std::uint32_t per_stage = detail::PagesPerStage(job, options_.staging_bytes);
+    TIER_CHECK_MSG(per_stage >= 1, "layer %u: refused at submit", job.layer);
     const auto pages = static_cast<std::uint32_t>(job.page_ids.size());
     detail::PlaneRun runs[kMaxPlanesPerLayer];
     auto params = std::make_unique<detail::PageCopyParams>();
     for (std::uint32_t first = 0; first < pages; first += per_stage) {
       const std::uint32_t count = std::min(per_stage, pages - first);
-      detail::make_stage(job, first, count, staging_.data(), params.get(), runs);
+      detail::MakeStage(job, first, count, staging_.data(), params.get(), runs);
       if (job.direction == detail::CopyDirection::kGather) {
-        detail::gather_stage_on_host(*params);
+        detail::GatherStageOnHost(*params);
         for (std::uint32_t q = 0; q < job.plane_count; ++q) {
           std::memcpy(job.segment + runs[q].segment_offset,
                       staging_.data() + runs[q].staging_offset, runs[q].bytes);
@@ -204,14 +207,15 @@ class CpuTransferEngine final : public TransferEngine {
           std::memcpy(staging_.data() + runs[q].staging_offset,
                       job.segment + runs[q].segment_offset, runs[q].bytes);
         }
-        detail::scatter_stage_on_host(*params);
+        detail::ScatterStageOnHost(*params);
       }
     }
   }
 
   const CpuEngineOptions options_;
   const std::shared_ptr<HostAllocator> host_allocator_;
-  std::vector<unsigned char> staging_;  // used by one transfer at a time
+  const std::shared_ptr<HostAllocator> device_allocator_;  // host_allocator_ unless a test's
+  std::vector<unsigned char> staging_;                     // used by one transfer at a time
   std::mutex inline_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -223,12 +227,12 @@ class CpuTransferEngine final : public TransferEngine {
 
 }  // namespace
 
-Result<std::unique_ptr<TransferEngine>> make_cpu_transfer_engine(const CpuEngineOptions& options) {
+Result<std::unique_ptr<TransferEngine>> MakeCpuTransferEngine(const CpuEngineOptions& options) {
   if (options.max_queued_transfers == 0) {
-    return invalid_argument("cpu engine: max_queued_transfers is 0");
+    return Status::InvalidArgument("cpu engine: max_queued_transfers is 0");
   }
   if (options.staging_bytes > (std::uint64_t{1} << 34)) {
-    return invalid_argument("cpu engine: staging_bytes above 16 GiB");
+    return Status::InvalidArgument("cpu engine: staging_bytes above 16 GiB");
   }
   std::unique_ptr<TransferEngine> engine = std::make_unique<CpuTransferEngine>(options);
   return engine;

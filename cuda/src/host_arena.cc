@@ -5,12 +5,14 @@
 #include <iterator>
 #include <string>
 
+#include "tier/check.h"
+
 namespace tier::device {
 namespace {
 
 constexpr std::uint64_t kPageBytes = 4096;
 
-std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {
+std::uint64_t RoundUp(std::uint64_t value, std::uint64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
@@ -18,40 +20,43 @@ class AlignedHostAllocator final : public HostAllocator {
  public:
   const char* name() const override { return "aligned"; }
   bool pinned() const override { return false; }
-  Result<void*> allocate(std::uint64_t bytes) override {
-    if (bytes == 0) return invalid_argument("host allocation of 0 bytes");
+  Result<void*> Allocate(std::uint64_t bytes) override {
+    if (bytes == 0) return Status::InvalidArgument("host allocation of 0 bytes");
     void* ptr = nullptr;
     const int rc = posix_memalign(&ptr, kPageBytes, bytes);
     if (rc != 0 || ptr == nullptr) {
-      return resource_exhausted("posix_memalign of " + std::to_string(bytes) +
-                                " bytes failed (error " + std::to_string(rc) + ")");
+      return Status::NoSpace("posix_memalign of " + std::to_string(bytes) +
+                             " bytes failed (error " + std::to_string(rc) + ")");
     }
     return ptr;
   }
-  void deallocate(void* ptr, std::uint64_t /*bytes*/) override { std::free(ptr); }
+  void Deallocate(void* ptr, std::uint64_t /*bytes*/) override { std::free(ptr); }
 };
 
 }  // namespace
 
-std::shared_ptr<HostAllocator> make_aligned_host_allocator() {
+std::shared_ptr<HostAllocator> MakeAlignedHostAllocator() {
   return std::make_shared<AlignedHostAllocator>();
 }
 
-Result<std::unique_ptr<HostArena>> HostArena::create(const HostArenaOptions& options,
+Result<std::unique_ptr<HostArena>> HostArena::Create(const HostArenaOptions& options,
                                                      std::shared_ptr<HostAllocator> allocator) {
-  if (allocator == nullptr) return invalid_argument("host arena: no allocator");
-  if (options.capacity_bytes == 0) return invalid_argument("host arena: capacity_bytes is 0");
+  if (allocator == nullptr) return Status::InvalidArgument("host arena: no allocator");
+  if (options.capacity_bytes == 0) {
+    return Status::InvalidArgument("host arena: capacity_bytes is 0");
+  }
   if (options.chunk_bytes == 0 || options.chunk_bytes % kPageBytes != 0) {
-    return invalid_argument("host arena: chunk_bytes " + std::to_string(options.chunk_bytes) +
-                            " is not a positive multiple of 4096");
+    return Status::InvalidArgument("host arena: chunk_bytes " +
+                                   std::to_string(options.chunk_bytes) +
+                                   " is not a positive multiple of 4096");
   }
   const std::uint64_t align = options.alignment_bytes;
   if (align == 0 || (align & (align - 1)) != 0 || align > kPageBytes) {
-    return invalid_argument("host arena: alignment_bytes " + std::to_string(align) +
-                            " is not a power of two <= 4096");
+    return Status::InvalidArgument("host arena: alignment_bytes " + std::to_string(align) +
+                                   " is not a power of two <= 4096");
   }
   if (options.reserve_bytes > options.capacity_bytes) {
-    return invalid_argument("host arena: reserve_bytes exceeds capacity_bytes");
+    return Status::InvalidArgument("host arena: reserve_bytes exceeds capacity_bytes");
   }
   std::unique_ptr<HostArena> arena(new HostArena(options, std::move(allocator)));
   std::lock_guard<std::mutex> lock(arena->mu_);
@@ -59,7 +64,7 @@ Result<std::unique_ptr<HostArena>> HostArena::create(const HostArenaOptions& opt
     const std::uint64_t left = options.capacity_bytes - arena->allocated_bytes_;
     const std::uint64_t bytes = std::min(options.chunk_bytes, left / kPageBytes * kPageBytes);
     if (bytes == 0) break;
-    Result<std::byte*> chunk = arena->add_chunk_locked(bytes, /*dedicated=*/false);
+    Result<std::byte*> chunk = arena->AddChunkLocked(bytes, /*dedicated=*/false);
     if (!chunk.ok()) return chunk.status();
   }
   return arena;
@@ -67,14 +72,14 @@ Result<std::unique_ptr<HostArena>> HostArena::create(const HostArenaOptions& opt
 
 HostArena::~HostArena() {
   std::lock_guard<std::mutex> lock(mu_);
-  while (!chunks_.empty()) free_chunk_locked(chunks_.begin());
+  while (!chunks_.empty()) FreeChunkLocked(chunks_.begin());
 }
 
-Result<std::byte*> HostArena::add_chunk_locked(std::uint64_t bytes, bool dedicated) {
-  Result<void*> mem = allocator_->allocate(bytes);
+Result<std::byte*> HostArena::AddChunkLocked(std::uint64_t bytes, bool dedicated) {
+  Result<void*> mem = allocator_->Allocate(bytes);
   if (!mem.ok()) {
-    return resource_exhausted("host arena: " + std::string(allocator_->name()) + " chunk of " +
-                              std::to_string(bytes) + " bytes: " + mem.status().message());
+    return Status::NoSpace("host arena: " + std::string(allocator_->name()) + " chunk of " +
+                           std::to_string(bytes) + " bytes: " + mem.status().message());
   }
   auto* base = static_cast<std::byte*>(*mem);
   Chunk chunk;
@@ -86,17 +91,19 @@ Result<std::byte*> HostArena::add_chunk_locked(std::uint64_t bytes, bool dedicat
   return base;
 }
 
-void HostArena::free_chunk_locked(std::map<std::byte*, Chunk>::iterator it) {
+void HostArena::FreeChunkLocked(std::map<std::byte*, Chunk>::iterator it) {
+  TIER_CHECK(allocated_bytes_ >= it->second.bytes);
   allocated_bytes_ -= it->second.bytes;
   for (const auto& [offset, bytes] : it->second.live) {
+    TIER_CHECK(used_bytes_ >= bytes && live_extents_ >= 1);
     used_bytes_ -= bytes;
     --live_extents_;
   }
-  allocator_->deallocate(it->first, it->second.bytes);
+  allocator_->Deallocate(it->first, it->second.bytes);
   chunks_.erase(it);
 }
 
-bool HostArena::take_from(Chunk& chunk, std::uint64_t bytes, std::uint64_t* offset) {
+bool HostArena::TakeFrom(Chunk& chunk, std::uint64_t bytes, std::uint64_t* offset) {
   for (auto it = chunk.free.begin(); it != chunk.free.end(); ++it) {
     if (it->second < bytes) continue;
     *offset = it->first;
@@ -109,26 +116,26 @@ bool HostArena::take_from(Chunk& chunk, std::uint64_t bytes, std::uint64_t* offs
   return false;
 }
 
-Result<HostExtent> HostArena::allocate(std::uint64_t bytes) {
-  if (bytes == 0) return invalid_argument("host arena: allocation of 0 bytes");
+Result<HostExtent> HostArena::Allocate(std::uint64_t bytes) {
+  if (bytes == 0) return Status::InvalidArgument("host arena: allocation of 0 bytes");
   if (bytes > options_.capacity_bytes) {
-    return resource_exhausted("host arena: " + std::to_string(bytes) +
-                              " bytes exceed the capacity of " +
-                              std::to_string(options_.capacity_bytes));
+    return Status::NoSpace("host arena: " + std::to_string(bytes) +
+                           " bytes exceed the capacity of " +
+                           std::to_string(options_.capacity_bytes));
   }
-  const std::uint64_t reserved = round_up(bytes, options_.alignment_bytes);
+  const std::uint64_t reserved = RoundUp(bytes, options_.alignment_bytes);
   std::lock_guard<std::mutex> lock(mu_);
   auto exhausted = [&]() {
-    return resource_exhausted("host arena: no room for " + std::to_string(bytes) + " bytes (" +
-                              std::to_string(used_bytes_) + " used, " +
-                              std::to_string(allocated_bytes_) + " allocated, capacity " +
-                              std::to_string(options_.capacity_bytes) + ")");
+    return Status::NoSpace("host arena: no room for " + std::to_string(bytes) + " bytes (" +
+                           std::to_string(used_bytes_) + " used, " +
+                           std::to_string(allocated_bytes_) + " allocated, capacity " +
+                           std::to_string(options_.capacity_bytes) + ")");
   };
   if (reserved > options_.chunk_bytes) {
     // Oversize: a dedicated allocation of its own, page-rounded.
-    const std::uint64_t chunk_bytes = round_up(reserved, kPageBytes);
+    const std::uint64_t chunk_bytes = RoundUp(reserved, kPageBytes);
     if (chunk_bytes > options_.capacity_bytes - allocated_bytes_) return exhausted();
-    Result<std::byte*> base = add_chunk_locked(chunk_bytes, /*dedicated=*/true);
+    Result<std::byte*> base = AddChunkLocked(chunk_bytes, /*dedicated=*/true);
     if (!base.ok()) return base.status();
     chunks_.at(*base).live.emplace(0, reserved);
     used_bytes_ += reserved;
@@ -137,7 +144,7 @@ Result<HostExtent> HostArena::allocate(std::uint64_t bytes) {
   }
   for (auto& [base, chunk] : chunks_) {
     std::uint64_t offset = 0;
-    if (!chunk.dedicated && take_from(chunk, reserved, &offset)) {
+    if (!chunk.dedicated && TakeFrom(chunk, reserved, &offset)) {
       used_bytes_ += reserved;
       ++live_extents_;
       return HostExtent{base + offset, bytes, reserved};
@@ -147,36 +154,44 @@ Result<HostExtent> HostArena::allocate(std::uint64_t bytes) {
   const std::uint64_t left = (options_.capacity_bytes - allocated_bytes_) / kPageBytes * kPageBytes;
   const std::uint64_t chunk_bytes = std::min(options_.chunk_bytes, left);
   if (chunk_bytes < reserved) return exhausted();
-  Result<std::byte*> base = add_chunk_locked(chunk_bytes, /*dedicated=*/false);
+  Result<std::byte*> base = AddChunkLocked(chunk_bytes, /*dedicated=*/false);
   if (!base.ok()) return base.status();
   std::uint64_t offset = 0;
-  if (!take_from(chunks_.at(*base), reserved, &offset)) {
-    return internal_error("host arena: a fresh chunk could not hold the extent");
+  if (!TakeFrom(chunks_.at(*base), reserved, &offset)) {
+    return Status::Internal("host arena: a fresh chunk could not hold the extent");
   }
   used_bytes_ += reserved;
   ++live_extents_;
   return HostExtent{*base + offset, bytes, reserved};
 }
 
-Status HostArena::release(const HostExtent& extent) {
-  if (extent.data == nullptr) return invalid_argument("host arena: release of a null extent");
+Status HostArena::Release(const HostExtent& extent) {
+  if (extent.data == nullptr) {
+    return Status::InvalidArgument("host arena: release of a null extent");
+  }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = chunks_.upper_bound(extent.data);
-  if (it == chunks_.begin()) return invalid_argument("host arena: extent is not from this arena");
+  if (it == chunks_.begin()) {
+    return Status::InvalidArgument("host arena: extent is not from this arena");
+  }
   --it;
   Chunk& chunk = it->second;
   const auto offset = static_cast<std::uint64_t>(extent.data - it->first);
-  if (offset >= chunk.bytes) return invalid_argument("host arena: extent is not from this arena");
+  if (offset >= chunk.bytes) {
+    return Status::InvalidArgument("host arena: extent is not from this arena");
+  }
   auto live = chunk.live.find(offset);
   if (live == chunk.live.end() || live->second != extent.reserved_bytes) {
-    return invalid_argument("host arena: extent at offset " + std::to_string(offset) +
-                            " is not live (released twice, or not from allocate())");
+    return Status::InvalidArgument("host arena: extent at offset " + std::to_string(offset) +
+                                   " is not live (released twice, or not from Allocate())");
   }
   chunk.live.erase(live);
+  TIER_CHECK(used_bytes_ >= extent.reserved_bytes && live_extents_ >= 1);
   used_bytes_ -= extent.reserved_bytes;
   --live_extents_;
   if (chunk.dedicated) {
-    allocator_->deallocate(it->first, chunk.bytes);
+    allocator_->Deallocate(it->first, chunk.bytes);
+    TIER_CHECK(allocated_bytes_ >= chunk.bytes);
     allocated_bytes_ -= chunk.bytes;
     chunks_.erase(it);
     return Status::Ok();
@@ -201,14 +216,14 @@ Status HostArena::release(const HostExtent& extent) {
   return Status::Ok();
 }
 
-std::uint64_t HostArena::trim() {
+std::uint64_t HostArena::Trim() {
   std::lock_guard<std::mutex> lock(mu_);
   std::uint64_t freed = 0;
   for (auto it = chunks_.begin(); it != chunks_.end();) {
     auto current = it++;
     if (current->second.live.empty()) {
       freed += current->second.bytes;
-      free_chunk_locked(current);
+      FreeChunkLocked(current);
     }
   }
   return freed;

@@ -1,23 +1,27 @@
 #include "staged_copy.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cstring>
+
+#include "tier/check.h"
 
 namespace tier::device::detail {
 
-std::uint32_t pages_per_stage(const PageCopyJob& job, std::uint64_t staging_bytes) {
+std::uint32_t PagesPerStage(const PageCopyJob& job, std::uint64_t staging_bytes) {
   const std::uint64_t layer_page_bytes = job.layer_page_bytes();
   if (layer_page_bytes == 0) return 0;
   return static_cast<std::uint32_t>(
       std::min<std::uint64_t>(kMaxPagesPerLaunch, staging_bytes / layer_page_bytes));
 }
 
-void make_stage(const PageCopyJob& job, std::uint32_t first, std::uint32_t count,
-                unsigned char* staging, PageCopyParams* params,
-                PlaneRun (&runs)[kMaxPlanesPerLayer]) {
-  assert(count >= 1 && count <= kMaxPagesPerLaunch);
-  assert(static_cast<std::uint64_t>(first) + count <= job.page_ids.size());
+void MakeStage(const PageCopyJob& job, std::uint32_t first, std::uint32_t count,
+               unsigned char* staging, PageCopyParams* params,
+               PlaneRun (&runs)[kMaxPlanesPerLayer]) {
+  TIER_CHECK_MSG(count >= 1 && count <= kMaxPagesPerLaunch, "stage of %u pages", count);
+  TIER_CHECK_MSG(static_cast<std::uint64_t>(first) + count <= job.page_ids.size(),
+                 "stage [%u, %u + %u) of a %zu-page table", first, first, count,
+                 job.page_ids.size());
+  TIER_CHECK(job.plane_count >= 1 && job.plane_count <= kMaxPlanesPerLayer);
   std::memset(params, 0, sizeof(*params));
   params->staging = staging;
   params->plane_count = job.plane_count;
@@ -37,18 +41,18 @@ void make_stage(const PageCopyJob& job, std::uint32_t first, std::uint32_t count
   std::copy_n(job.page_ids.begin() + first, count, params->page_ids);
 }
 
-void gather_stage_on_host(const PageCopyParams& params) {
+void GatherStageOnHost(const PageCopyParams& params) {
   for (std::uint32_t q = 0; q < params.plane_count; ++q) {
     for (std::uint32_t i = 0; i < params.page_count; ++i) {
-      std::memcpy(staging_page(params, q, i), pool_page(params, q, i), params.bytes_per_page[q]);
+      std::memcpy(StagingPage(params, q, i), PoolPage(params, q, i), params.bytes_per_page[q]);
     }
   }
 }
 
-void scatter_stage_on_host(const PageCopyParams& params) {
+void ScatterStageOnHost(const PageCopyParams& params) {
   for (std::uint32_t q = 0; q < params.plane_count; ++q) {
     for (std::uint32_t i = 0; i < params.page_count; ++i) {
-      std::memcpy(pool_page(params, q, i), staging_page(params, q, i), params.bytes_per_page[q]);
+      std::memcpy(PoolPage(params, q, i), StagingPage(params, q, i), params.bytes_per_page[q]);
     }
   }
 }

@@ -10,23 +10,23 @@ namespace {
 
 constexpr std::uint64_t kPlaneAlignBytes = 256;
 
-std::uint64_t align_up(std::uint64_t value) {
+std::uint64_t AlignUp(std::uint64_t value) {
   return (value + kPlaneAlignBytes - 1) / kPlaneAlignBytes * kPlaneAlignBytes;
 }
 
 }  // namespace
 
-Result<DevicePool> TransferEngine::allocate_pool(const PoolLayout& layout) {
-  TIER_DEVICE_RETURN_IF_ERROR(layout.validate());
+Result<DevicePool> TransferEngine::AllocatePool(const PoolLayout& layout) {
+  TIER_RETURN_IF_ERROR(layout.Validate());
   std::vector<std::array<std::uint64_t, kMaxPlanesPerLayer>> offsets(layout.layer_count());
   std::uint64_t total = 0;
   for (std::uint32_t l = 0; l < layout.layer_count(); ++l) {
     for (std::uint32_t q = 0; q < layout.plane_count(l); ++q) {
       offsets[l][q] = total;
-      total = align_up(total + layout.plane_pool_bytes(l, q));
+      total = AlignUp(total + layout.plane_pool_bytes(l, q));
     }
   }
-  Result<DeviceBuffer> memory = allocate_device(total);
+  Result<DeviceBuffer> memory = AllocateDevice(total);
   if (!memory.ok()) return memory.status();
   DevicePool pool;
   pool.layout = layout;
@@ -40,40 +40,36 @@ Result<DevicePool> TransferEngine::allocate_pool(const PoolLayout& layout) {
   return pool;
 }
 
-Result<Transfer> TransferEngine::gather(const PoolLayout& layout, const PoolView& pool,
+Result<Transfer> TransferEngine::Gather(const PoolLayout& layout, const PoolView& pool,
                                         std::uint32_t layer,
                                         std::span<const std::uint32_t> page_table,
                                         std::span<std::byte> segment) {
   Result<detail::PageCopyJob> job =
-      detail::make_page_copy_job(detail::CopyDirection::kGather, layout, pool, layer, page_table,
-                                 segment.data(), segment.size());
+      detail::MakePageCopyJob(detail::CopyDirection::kGather, layout, pool, layer, page_table,
+                              segment.data(), segment.size());
   if (!job.ok()) return job.status();
   if (job->page_ids.empty()) return Transfer();
-  return submit_page_copy(std::move(job).value());
+  return SubmitPageCopy(std::move(job).value());
 }
 
-Result<Transfer> TransferEngine::scatter(const PoolLayout& layout, const PoolView& pool,
+Result<Transfer> TransferEngine::Scatter(const PoolLayout& layout, const PoolView& pool,
                                          std::uint32_t layer, std::span<const std::byte> segment,
                                          std::span<const std::uint32_t> page_table) {
   // The job's segment pointer is only read from on a scatter.
   Result<detail::PageCopyJob> job =
-      detail::make_page_copy_job(detail::CopyDirection::kScatter, layout, pool, layer, page_table,
-                                 const_cast<std::byte*>(segment.data()), segment.size());
+      detail::MakePageCopyJob(detail::CopyDirection::kScatter, layout, pool, layer, page_table,
+                              const_cast<std::byte*>(segment.data()), segment.size());
   if (!job.ok()) return job.status();
   if (job->page_ids.empty()) return Transfer();
-  return submit_page_copy(std::move(job).value());
+  return SubmitPageCopy(std::move(job).value());
 }
 
-Result<Transfer> TransferEngine::byte_shuffle(void* device_dst, const void* device_src,
-                                              std::uint64_t bytes, std::uint32_t element_bytes,
-                                              bool inverse) {
-  if (::tier::Status checked =
-          shuffle::CheckByteShuffleArgs(device_src, device_dst, bytes, element_bytes);
-      !checked.ok()) {
-    return invalid_argument(checked.message());
-  }
+Result<Transfer> TransferEngine::ByteShuffle(void* device_dst, const void* device_src,
+                                             std::uint64_t bytes, std::uint32_t element_bytes,
+                                             bool inverse) {
+  TIER_RETURN_IF_ERROR(shuffle::CheckByteShuffleArgs(device_src, device_dst, bytes, element_bytes));
   if (bytes == 0) return Transfer();
-  return submit_byte_shuffle(device_dst, device_src, bytes, element_bytes, inverse);
+  return SubmitByteShuffle(device_dst, device_src, bytes, element_bytes, inverse);
 }
 
 }  // namespace tier::device

@@ -4,19 +4,19 @@
 
 namespace tier::device {
 
-Result<DevicePreference> parse_device_preference(std::string_view text) {
+Result<DevicePreference> ParseDevicePreference(std::string_view text) {
   if (text == "auto") return DevicePreference::kAuto;
   if (text == "cpu") return DevicePreference::kCpu;
   if (text == "cuda") return DevicePreference::kCuda;
-  return invalid_argument("device preference '" + std::string(text) +
-                          "' is not one of auto, cpu, cuda");
+  return Status::InvalidArgument("device preference '" + std::string(text) +
+                                 "' is not one of auto, cpu, cuda");
 }
 
-EngineSelection select_transfer_engine(const EngineOptions& options) {
+EngineSelection SelectTransferEngine(const EngineOptions& options) {
   EngineSelection out;
   std::string cuda_reason;
   if (options.prefer != DevicePreference::kCpu) {
-    Result<std::unique_ptr<TransferEngine>> cuda = make_cuda_transfer_engine(options.cuda);
+    Result<std::unique_ptr<TransferEngine>> cuda = MakeCudaTransferEngine(options.cuda);
     if (cuda.ok()) {
       out.engine = std::move(cuda).value();
       out.path = kDevicePathCuda;
@@ -29,7 +29,7 @@ EngineSelection select_transfer_engine(const EngineOptions& options) {
       return out;
     }
   }
-  Result<std::unique_ptr<TransferEngine>> cpu = make_cpu_transfer_engine(options.cpu);
+  Result<std::unique_ptr<TransferEngine>> cpu = MakeCpuTransferEngine(options.cpu);
   if (!cpu.ok()) {
     out.reason = "CPU path unusable: " + cpu.status().message();
     return out;
