@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs tier-conformance and judges its outcome (ConformanceSuite tests).
+# Runs a check (tier-conformance for the ConformanceSuite tests, check-provider-symbols.sh for the
+# ProviderSymbols self-tests) and judges its outcome.
 #   expect-conformance.sh pass REGEX CMD...   CMD exits 0 and its output matches REGEX
 #   expect-conformance.sh fail REGEX CMD...   CMD's tests fail (exit 1) and a failure matches REGEX
 set -uo pipefail
