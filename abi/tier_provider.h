@@ -33,6 +33,12 @@
  *    completion callback runs exactly once (success, error or cancelled), possibly on a provider
  *    thread and possibly before the call returns. Segment buffers are borrowed until then. When
  * they return anything else the callback never runs and the buffers are released at once.
+ *  - Waiting: spill and restore only check, reserve and queue, returning without waiting for data
+ *    I/O or a network round trip, and info, stats, stat and plan_restore answer from what the
+ *    provider holds in memory (a TIER_CAP_SHARED provider's stat may look up a key another host
+ *    stored); open, close, remove, enumerate and probe may wait for I/O, so hosts call them only
+ *    from threads that may block. Any call can still stall on a failing device: hosts bound
+ *    completions with their own deadline.
  *
  * LAYOUT
  *
@@ -61,7 +67,8 @@ extern "C" {
 #define TIER_ERROR_MESSAGE_BYTES 256u
 /* Largest TIER_SEGMENT_MANIFEST segment a provider must accept (returned by enumerate). */
 #define TIER_MANIFEST_MAX_BYTES 65536u
-/* Most segments in one checkpoint a provider must accept. */
+/* Segments in one checkpoint: both a floor and a ceiling. Every provider accepts any count from 1
+ * to TIER_MAX_SEGMENTS and refuses more with TIER_INVALID_ARGUMENT before reading the table. */
 #define TIER_MAX_SEGMENTS 4096u
 /* Most keys in one probe call (1.1). */
 #define TIER_PROBE_MAX_KEYS 1024u
@@ -101,7 +108,9 @@ static inline const char* tier_status_name(tier_status status) {
 }
 
 /* Caller-owned error buffer. Callees write status and a NUL-terminated message ("" if none). Every
- * function taking a `tier_error*` accepts NULL when the caller does not want the message. */
+ * function taking a `tier_error*` accepts NULL when the caller does not want the message. A refusal
+ * (any status but TIER_OK) always carries a non-empty message naming its cause (the argument,
+ * option, key or limit); on TIER_OK the message is "" or left as it was. */
 typedef struct tier_error {
   tier_status status;
   char message[TIER_ERROR_MESSAGE_BYTES];
@@ -155,10 +164,14 @@ typedef struct tier_segment_info {
 typedef struct tier_completion {
   uint32_t struct_size;
   tier_status status;
-  const char* message;    /* borrowed, valid only during the callback; never NULL ("" if none) */
+  /* Borrowed, valid only during the callback; never NULL: "" if none, and non-empty (the cause)
+   * whenever status is not OK. */
+  const char* message;
   uint64_t logical_bytes; /* bytes of segment data spilled or restored (0 unless status is OK) */
   uint64_t stored_bytes;  /* bytes the checkpoint occupies in the tier (0 unless status is OK) */
-  uint64_t duration_ns;   /* from acceptance to completion */
+  /* From acceptance to completion, on the host's monotonic_ns service (CLOCK_MONOTONIC when the
+   * host's table lacks it); 0 when the provider does not measure it. */
+  uint64_t duration_ns;
 } tier_completion;
 
 /* Runs exactly once per accepted operation, on any thread (possibly before spill/restore returns).
@@ -181,7 +194,11 @@ typedef struct tier_option {
 enum {
   TIER_CAP_PERSISTENT = 1u << 0,   /* checkpoints survive close and a process restart */
   TIER_CAP_COMPRESSION = 1u << 1,  /* stored bytes may be fewer than logical bytes */
-  TIER_CAP_CHECKSUMS = 1u << 2,    /* every stored byte is verified on restore */
+  /* Every byte a restore returns was verified against a checksum taken at spill: damaged stored
+   * bytes are never returned as OK, the restore completes with TIER_DATA_LOSS and drops the entry
+   * (or an entry found damaged earlier is gone: NOT_FOUND). The conformance suite damages the
+   * files of a persistent provider under {tmpdir} to check it. */
+  TIER_CAP_CHECKSUMS = 1u << 2,
   TIER_CAP_ZERO_CAPACITY = 1u << 3, /* the tier is absent: every spill declines with NO_SPACE */
   /* 1.1: other hosts spill and remove checkpoints of the same namespace at any time (a store shared
    * by a fleet). A host's own catalog is then not the whole content: it finds checkpoints other
@@ -196,17 +213,24 @@ typedef struct tier_info {
   const char* version;       /* static, e.g. "0.1.0" */
   const char* io_path;       /* valid until close, e.g. "io_uring+direct", "none" */
   uint64_t buffer_alignment; /* required alignment of segment data pointers; 1 = any */
-  uint32_t max_inflight_ops; /* more concurrent spills+restores answer TIER_BUSY */
+  /* At most this many spills and restores together are accepted and not completed at once (each
+   * counts from acceptance until its completion callback starts); one more is refused TIER_BUSY. */
+  uint32_t max_inflight_ops;
   uint32_t reserved;
 } tier_info;
 
 typedef struct tier_stats {
   uint32_t struct_size;
   uint32_t reserved;
-  uint64_t capacity_bytes; /* budget; 0 = the tier is absent */
-  uint64_t used_bytes;     /* bytes the tier occupies, headers and alignment included */
-  uint64_t entries;        /* complete, visible checkpoints */
-  uint64_t inflight_ops;   /* accepted spills and restores not yet completed */
+  /* Budget in stored bytes (what checkpoints occupy in the tier, not their logical bytes); 0 = the
+   * tier is absent. */
+  uint64_t capacity_bytes;
+  /* Stored bytes of complete checkpoints (and of removed ones an accepted restore still reads),
+   * headers and alignment included; spills in flight are not counted (a provider may hold room
+   * back for them and refuse NO_SPACE before used_bytes reaches capacity_bytes). */
+  uint64_t used_bytes;
+  uint64_t entries;      /* complete, visible checkpoints: never a spill in flight */
+  uint64_t inflight_ops; /* accepted spills and restores whose completion has not started */
 } tier_stats;
 
 typedef struct tier_stat_result {
@@ -269,7 +293,9 @@ typedef struct tier_entry {
 } tier_entry;
 
 /* Called once per entry; return 0 to go on, anything else to stop early. Runs on the thread that
- * called enumerate; it must not call spill, restore, remove or close of the same instance. */
+ * called enumerate; it must not call spill, restore, remove or close of the same instance. It may
+ * call info, stats, stat, plan_restore and probe of the same instance (the provider holds no lock
+ * they take). */
 typedef int32_t (*tier_enumerate_fn)(void* user_data, const tier_entry* entry);
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -340,14 +366,19 @@ typedef struct tier_provider {
   /* Opens an instance over `namespace_id` (the model/layout fingerprint: checkpoints of another
    * namespace are never served) with key=value options. Unknown or malformed options fail with
    * TIER_INVALID_ARGUMENT and a message naming the option. `host` must outlive the instance; the
-   * instance is the caller's until close(). Any thread. */
+   * instance is the caller's until close(). Any thread. `namespace_id` is non-NULL; "" is a
+   * namespace like any other (distinct from every non-empty one), and one longer than the provider
+   * can store is refused with TIER_INVALID_ARGUMENT. */
   tier_status (*open)(const tier_host_services* host, const char* namespace_id,
                       const tier_option* options, uint32_t option_count,
                       tier_instance** instance_out, tier_error* error);
 
   /* Cancels what is in flight, waits until every accepted operation has completed (with
    * TIER_CANCELLED if it did not finish) and frees the instance. Stored checkpoints of a persistent
-   * provider stay. Must not race with any other call on the instance, nor run inside a callback. */
+   * provider stay. Must not race with any other call on the instance, nor run inside a callback.
+   * An operation racing close completes with TIER_OK (it finished first: a restore's buffers are
+   * filled, a spill is stored) or TIER_CANCELLED (buffers unspecified, nothing stored); both are
+   * correct, and the stored checkpoints stay whole either way. */
   void (*close)(tier_instance* instance);
 
   /* Fills `out` (caller sets out->struct_size). Any thread. */
@@ -366,7 +397,9 @@ typedef struct tier_provider {
    * contract at the top). Synchronous refusals: TIER_INVALID_ARGUMENT, TIER_ALREADY_EXISTS,
    * TIER_NO_SPACE (over capacity), TIER_BUSY. `segments` and their data are borrowed until the
    * completion runs. It becomes visible to stat/restore/enumerate only when it completes with OK.
-   * Any thread. */
+   * Any thread. NO_SPACE and BUSY are refusals as a rule; a provider that learns of them only after
+   * acceptance (a filesystem that fills up, a remote store that throttles) completes with them
+   * instead, and then nothing is stored. */
   tier_status (*spill)(tier_instance* instance, const tier_key* key, const tier_segment* segments,
                        uint32_t segment_count, tier_done_fn done, void* user_data,
                        tier_error* error);
@@ -374,14 +407,19 @@ typedef struct tier_provider {
   /* Restores a checkpoint into the caller's buffers. `segments` must list exactly the stored
    * segments (same count, kinds, indexes and lengths, any order), else TIER_INVALID_ARGUMENT. On a
    * completion other than OK the buffers' contents are unspecified and must not be used; a
-   * verification failure completes with TIER_DATA_LOSS and the entry is dropped. A remove or close
-   * arriving meanwhile does not break a restore already accepted. Asynchronous. Any thread. */
+   * verification failure completes with TIER_DATA_LOSS and the entry is dropped. A remove arriving
+   * meanwhile does not break a restore already accepted; a close makes it complete OK or CANCELLED
+   * (see close). Asynchronous. Any thread. A key that is not stored is refused with TIER_NOT_FOUND
+   * by the call when the provider knows it at once (disk, null); a provider that learns it only
+   * from its store (TIER_CAP_SHARED) may complete with TIER_NOT_FOUND instead, and hosts treat
+   * both alike. */
   tier_status (*restore)(tier_instance* instance, const tier_key* key, const tier_segment* segments,
                          uint32_t segment_count, tier_done_fn done, void* user_data,
                          tier_error* error);
 
   /* Removes a checkpoint: TIER_OK or TIER_NOT_FOUND. Its space is released once no accepted
-   * restore still reads it. Any thread. */
+   * restore still reads it. Any thread. A key whose spill is still in flight is not stored yet:
+   * remove answers TIER_NOT_FOUND and that spill goes on (remove it after its completion). */
   tier_status (*remove)(tier_instance* instance, const tier_key* key, tier_error* error);
 
   /* Calls `fn` for every complete, visible checkpoint of this namespace (order unspecified), so a

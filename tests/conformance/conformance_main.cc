@@ -1,13 +1,17 @@
 // tier-conformance: runs the AbiConformance suite against any tier provider.
 //
 //   tier-conformance --tier-plugin PATH [--tier-opt KEY=VALUE ...] [--expect auto|absent|full]
-//                    [--namespace NS] [--tier-plugin PATH2 ...] [gtest flags]
+//                    [--namespace NS] [--tier-plugin PATH2 ...] [--tier-op-timeout-s S]
+//                    [gtest flags]
 //
 // Options after a --tier-plugin belong to it. "{tmpdir}" in an option value is replaced by a
 // fresh directory for each test. Test names end in the provider's name: .../null, .../disk.
+// --tier-op-timeout-s (1..3600, default 30) bounds every wait for a completion or a close: an
+// operation that never completes fails its test then, and that provider's later tests are skipped.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -24,14 +28,29 @@ std::vector<Target>& Targets() {
   return targets;
 }
 
+SuiteOptions& Options() {
+  static SuiteOptions options;
+  return options;
+}
+
 namespace {
 
 int Usage(const char* message) {
   std::fprintf(stderr,
                "tier-conformance: %s\nusage: tier-conformance --tier-plugin PATH [--tier-opt "
-               "KEY=VALUE ...] [--expect auto|absent|full] [--namespace NS] [gtest flags]\n",
+               "KEY=VALUE ...] [--expect auto|absent|full] [--namespace NS] "
+               "[--tier-op-timeout-s S] [gtest flags]\n",
                message);
   return 2;
+}
+
+// Parses --tier-op-timeout-s's value: whole seconds in [1, 3600].
+bool ParseTimeout(const std::string& text, int* seconds) {
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value < 1 || value > 3600) return false;
+  *seconds = static_cast<int>(value);
+  return true;
 }
 
 }  // namespace
@@ -45,7 +64,13 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
-    if (arg == "--tier-plugin" && has_value) {
+    if (arg == "--tier-op-timeout-s" && has_value) {
+      const std::string value = argv[++i];
+      if (!tier::conformance::ParseTimeout(value, &tier::conformance::Options().op_timeout_s)) {
+        return tier::conformance::Usage(
+            ("--tier-op-timeout-s '" + value + "': expected whole seconds in [1, 3600]").c_str());
+      }
+    } else if (arg == "--tier-plugin" && has_value) {
       targets.push_back(Target{});
       targets.back().path = tier::ResolvePluginPath(argv[++i]);
     } else if ((arg == "--tier-opt" || arg == "--expect" || arg == "--namespace") && has_value) {

@@ -2,6 +2,7 @@
 // command line by conformance_main.cc before the tests are instantiated).
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -18,5 +19,18 @@ struct Target {
 };
 
 std::vector<Target>& Targets();
+
+// GoogleTest names a failing test's parameter with this: the provider's name, not its bytes.
+inline void PrintTo(const Target& target, std::ostream* out) {
+  *out << target.name << " (" << target.path << ")";
+}
+
+// Settings for the whole run (set from the command line before the tests run).
+struct SuiteOptions {
+  // How long a test waits for one accepted spill or restore (or a close) before failing it.
+  int op_timeout_s = 30;
+};
+
+SuiteOptions& Options();
 
 }  // namespace tier::conformance

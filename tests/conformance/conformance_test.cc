@@ -1,15 +1,21 @@
 // conformance_test.cc -- AbiConformance: what every tier provider must do, run against any plugin
 // (tier-conformance --tier-plugin PATH ...). A provider with capacity 0 (an absent tier) is held to
 // the absent-tier expectations: decline every store cleanly, find nothing, never call back.
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <string_view>
 #include <thread>
 
 #include "checkpoint_bytes.h"
@@ -136,14 +142,14 @@ TEST_P(AbiConformance, ConcurrentSpillsOfOneKeyStoreItOnce) {
   auto segments = checkpoint.Segments();
   OpRecord first, second;
   tier_error error{};
-  ASSERT_EQ(
-      table()->spill(instance(), &checkpoint.key, segments.data(),
-                     static_cast<uint32_t>(segments.size()), OpRecord::Callback, &first, &error),
-      TIER_OK)
+  ASSERT_EQ(table()->spill(instance(), &checkpoint.key, segments.data(),
+                           static_cast<uint32_t>(segments.size()), OpRecord::Callback,
+                           first.cookie(), &error),
+            TIER_OK)
       << error.message;
-  const tier_status again =
-      table()->spill(instance(), &checkpoint.key, segments.data(),
-                     static_cast<uint32_t>(segments.size()), OpRecord::Callback, &second, &error);
+  const tier_status again = table()->spill(instance(), &checkpoint.key, segments.data(),
+                                           static_cast<uint32_t>(segments.size()),
+                                           OpRecord::Callback, second.cookie(), &error);
   ASSERT_TRUE(first.Wait());
   if (again == TIER_OK) {
     ASSERT_TRUE(second.Wait());
@@ -189,7 +195,7 @@ TEST_P(AbiConformance, EveryCompletionRunsExactlyOnce) {
         segments[i] = checkpoints[i].Segments();
         accepted[i] = table()->spill(instance(), &checkpoints[i].key, segments[i].data(),
                                      static_cast<uint32_t>(segments[i].size()), OpRecord::Callback,
-                                     &spills[i], nullptr);
+                                     spills[i].cookie(), nullptr);
       }
     });
   }
@@ -228,7 +234,7 @@ TEST_P(AbiConformance, CloseWithOperationsInFlightCompletesEachOnce) {
     segments[i] = checkpoints[i].Segments();
     accepted[i] = table()->spill(instance(), &checkpoints[i].key, segments[i].data(),
                                  static_cast<uint32_t>(segments[i].size()), OpRecord::Callback,
-                                 &records[i], nullptr);
+                                 records[i].cookie(), nullptr);
   }
   Close();  // must cancel or finish, and wait for, every accepted operation
   std::vector<int> stored;
@@ -307,9 +313,9 @@ TEST_P(AbiConformance, StatsTrackUsage) {
   TestCheckpoint checkpoint = MakeCheckpoint("stats", 65536);
   OpRecord record;
   auto segments = checkpoint.Segments();
-  const tier_status accepted =
-      table()->spill(instance(), &checkpoint.key, segments.data(),
-                     static_cast<uint32_t>(segments.size()), OpRecord::Callback, &record, nullptr);
+  const tier_status accepted = table()->spill(instance(), &checkpoint.key, segments.data(),
+                                              static_cast<uint32_t>(segments.size()),
+                                              OpRecord::Callback, record.cookie(), nullptr);
   if (absent()) {
     EXPECT_EQ(accepted, TIER_NO_SPACE);
     EXPECT_EQ(Stats().used_bytes, 0u);
@@ -364,14 +370,14 @@ TEST_P(AbiConformance, BadArgumentsGetInvalidArgumentAndNoCallback) {
     EXPECT_NE(error.message[0], '\0') << what << ": a refusal says why";
     error.message[0] = '\0';
   };
-  expect_invalid(
-      table()->spill(instance(), nullptr, good.data(), n, OpRecord::Callback, &record, &error),
-      "NULL key");
-  expect_invalid(
-      table()->spill(instance(), &checkpoint.key, nullptr, n, OpRecord::Callback, &record, &error),
-      "NULL segments");
+  expect_invalid(table()->spill(instance(), nullptr, good.data(), n, OpRecord::Callback,
+                                record.cookie(), &error),
+                 "NULL key");
+  expect_invalid(table()->spill(instance(), &checkpoint.key, nullptr, n, OpRecord::Callback,
+                                record.cookie(), &error),
+                 "NULL segments");
   expect_invalid(table()->spill(instance(), &checkpoint.key, good.data(), 0, OpRecord::Callback,
-                                &record, &error),
+                                record.cookie(), &error),
                  "zero segments");
   expect_invalid(
       table()->spill(instance(), &checkpoint.key, good.data(), n, nullptr, &record, &error),
@@ -379,22 +385,22 @@ TEST_P(AbiConformance, BadArgumentsGetInvalidArgumentAndNoCallback) {
   auto unknown = good;
   unknown[0].kind = 99;
   expect_invalid(table()->spill(instance(), &checkpoint.key, unknown.data(), n, OpRecord::Callback,
-                                &record, &error),
+                                record.cookie(), &error),
                  "unknown kind");
   auto duplicate = good;
   duplicate[1].kind = duplicate[0].kind;
   duplicate[1].index = duplicate[0].index;
   expect_invalid(table()->spill(instance(), &checkpoint.key, duplicate.data(), n,
-                                OpRecord::Callback, &record, &error),
+                                OpRecord::Callback, record.cookie(), &error),
                  "duplicate (kind, index)");
   auto no_data = good;
   no_data[0].data = nullptr;
   expect_invalid(table()->spill(instance(), &checkpoint.key, no_data.data(), n, OpRecord::Callback,
-                                &record, &error),
+                                record.cookie(), &error),
                  "NULL data");
-  expect_invalid(
-      table()->restore(instance(), nullptr, good.data(), n, OpRecord::Callback, &record, &error),
-      "restore NULL key");
+  expect_invalid(table()->restore(instance(), nullptr, good.data(), n, OpRecord::Callback,
+                                  record.cookie(), &error),
+                 "restore NULL key");
   expect_invalid(
       table()->restore(instance(), &checkpoint.key, good.data(), n, nullptr, &record, &error),
       "restore NULL callback");
@@ -407,7 +413,7 @@ TEST_P(AbiConformance, BadArgumentsGetInvalidArgumentAndNoCallback) {
                  "plan NULL out");
   expect_invalid(table()->remove(instance(), nullptr, &error), "remove NULL key");
   tier_error open_error{};
-  EXPECT_EQ(TryOpen("", nullptr, &open_error), TIER_INVALID_ARGUMENT) << "open NULL out";
+  EXPECT_EQ(TryOpen(std::nullopt, nullptr, &open_error), TIER_INVALID_ARGUMENT) << "open NULL out";
   EXPECT_EQ(record.calls.load(), 0) << "no refused call may complete";
   EXPECT_EQ(Stats().entries, 0u) << "nothing was stored";
 }
@@ -421,7 +427,7 @@ TEST_P(AbiConformance, RestoreNeedsTheExactSegmentTable) {
     tier_error error{};
     const tier_status got = table()->restore(instance(), &checkpoint.key, segments.data(),
                                              static_cast<uint32_t>(segments.size()),
-                                             OpRecord::Callback, &record, &error);
+                                             OpRecord::Callback, record.cookie(), &error);
     if (got == TIER_OK) {
       ASSERT_TRUE(record.Wait());
       EXPECT_EQ(record.status, TIER_INVALID_ARGUMENT) << what;
@@ -465,7 +471,7 @@ TEST_P(AbiConformance, OversizedCheckpointIsNoSpace) {
   OpRecord record;
   tier_error error{};
   const tier_status got =
-      table()->spill(instance(), &key, &segment, 1, OpRecord::Callback, &record, &error);
+      table()->spill(instance(), &key, &segment, 1, OpRecord::Callback, record.cookie(), &error);
   if (got == TIER_OK) {
     ASSERT_TRUE(record.Wait());
     EXPECT_EQ(record.status, TIER_NO_SPACE);
@@ -483,10 +489,10 @@ TEST_P(AbiConformance, RemoveDuringRestoreDoesNotBreakTheRestore) {
   auto segments = checkpoint.EmptySegments();
   OpRecord record;
   tier_error error{};
-  ASSERT_EQ(
-      table()->restore(instance(), &checkpoint.key, segments.data(),
-                       static_cast<uint32_t>(segments.size()), OpRecord::Callback, &record, &error),
-      TIER_OK)
+  ASSERT_EQ(table()->restore(instance(), &checkpoint.key, segments.data(),
+                             static_cast<uint32_t>(segments.size()), OpRecord::Callback,
+                             record.cookie(), &error),
+            TIER_OK)
       << error.message;
   const tier_status removed = table()->remove(instance(), &checkpoint.key, &error);
   EXPECT_TRUE(removed == TIER_OK || removed == TIER_BUSY) << tier_status_name(removed);
@@ -568,10 +574,10 @@ TEST_P(AbiConformance, NullInstanceIsRefusedByEveryFunction) {
   EXPECT_REFUSED(table()->stat(nullptr, &checkpoint.key, &stat, nullptr, 0, &error), want, record,
                  error);
   EXPECT_REFUSED(table()->spill(nullptr, &checkpoint.key, segments.data(), n, OpRecord::Callback,
-                                &record, &error),
+                                record.cookie(), &error),
                  want, record, error);
   EXPECT_REFUSED(table()->restore(nullptr, &checkpoint.key, segments.data(), n, OpRecord::Callback,
-                                  &record, &error),
+                                  record.cookie(), &error),
                  want, record, error);
   EXPECT_REFUSED(table()->remove(nullptr, &checkpoint.key, &error), want, record, error);
   EXPECT_REFUSED(
@@ -672,14 +678,14 @@ TEST_P(AbiConformance, UnknownSegmentKindsAreRefused) {
     spill[1].kind = kind;
     EXPECT_REFUSED(
         table()->spill(instance(), &other, spill.data(), static_cast<uint32_t>(spill.size()),
-                       OpRecord::Callback, &record, &error),
+                       OpRecord::Callback, record.cookie(), &error),
         TIER_INVALID_ARGUMENT, record, error);
     if (absent()) continue;
     auto restore = checkpoint.EmptySegments();
     restore[1].kind = kind;
     EXPECT_REFUSED(table()->restore(instance(), &checkpoint.key, restore.data(),
                                     static_cast<uint32_t>(restore.size()), OpRecord::Callback,
-                                    &record, &error),
+                                    record.cookie(), &error),
                    TIER_INVALID_ARGUMENT, record, error);
   }
   EXPECT_EQ(Stats().entries, absent() ? 0u : 1u);
@@ -697,7 +703,7 @@ TEST_P(AbiConformance, SegmentCountsPastTheTableAreRefusedUnread) {
     OpRecord record;
     tier_error error{};
     EXPECT_REFUSED(table()->spill(instance(), &key, table_of_one.get(), count, OpRecord::Callback,
-                                  &record, &error),
+                                  record.cookie(), &error),
                    TIER_INVALID_ARGUMENT, record, error);
   }
   if (absent()) return;
@@ -714,7 +720,7 @@ TEST_P(AbiConformance, SegmentCountsPastTheTableAreRefusedUnread) {
     OpRecord record;
     tier_error error{};
     EXPECT_REFUSED(table()->restore(instance(), &checkpoint.key, heap.get(), count,
-                                    OpRecord::Callback, &record, &error),
+                                    OpRecord::Callback, record.cookie(), &error),
                    TIER_INVALID_ARGUMENT, record, error);
   }
   ASSERT_EQ(Restore(checkpoint), TIER_OK) << "the entry survives the refusals";
@@ -732,7 +738,7 @@ TEST_P(AbiConformance, OversizedSegmentsAreRefusedBeforeAnyByteIsRead) {
     tier_error error{};
     error.message[0] = '\0';
     const tier_status got =
-        table()->spill(instance(), &key, &segment, 1, OpRecord::Callback, &record, &error);
+        table()->spill(instance(), &key, &segment, 1, OpRecord::Callback, record.cookie(), &error);
     EXPECT_TRUE(got == TIER_INVALID_ARGUMENT || got == TIER_NO_SPACE) << tier_status_name(got);
     EXPECT_NE(error.message[0], '\0');
     EXPECT_EQ(record.calls.load(), 0);
@@ -743,8 +749,9 @@ TEST_P(AbiConformance, OversizedSegmentsAreRefusedBeforeAnyByteIsRead) {
                               {TIER_SEGMENT_MANIFEST, 0, manifest.size(), manifest.data()}};
   OpRecord record;
   tier_error error{};
-  EXPECT_REFUSED(table()->spill(instance(), &key, too_long, 2, OpRecord::Callback, &record, &error),
-                 TIER_INVALID_ARGUMENT, record, error);
+  EXPECT_REFUSED(
+      table()->spill(instance(), &key, too_long, 2, OpRecord::Callback, record.cookie(), &error),
+      TIER_INVALID_ARGUMENT, record, error);
   EXPECT_EQ(Stats().used_bytes, 0u);
 }
 
@@ -758,7 +765,7 @@ TEST_P(AbiConformance, RestoreIntoWrongSizedOrMissingBuffersIsRefused) {
     tier_error error{};
     const tier_status got = table()->restore(instance(), &checkpoint.key, segments.data(),
                                              static_cast<uint32_t>(segments.size()),
-                                             OpRecord::Callback, &record, &error);
+                                             OpRecord::Callback, record.cookie(), &error);
     if (got == TIER_OK) {
       ASSERT_TRUE(record.Wait());
       EXPECT_EQ(record.calls.load(), 1);
@@ -797,7 +804,7 @@ TEST_P(AbiConformance, CloseWithRestoresInFlightCompletesEachOnce) {
     auto segments = copies[i].EmptySegments();
     accepted[i] = table()->restore(instance(), &checkpoint.key, segments.data(),
                                    static_cast<uint32_t>(segments.size()), OpRecord::Callback,
-                                   &records[i], nullptr);
+                                   records[i].cookie(), nullptr);
   }
   Close();
   for (int i = 0; i < kOps; ++i) {
@@ -856,14 +863,354 @@ TEST_P(AbiConformance, CompletionMayCallTheProviderAndSeesTheCheckpoint) {
           &reentry, nullptr),
       TIER_OK);
   std::unique_lock lock(reentry.mutex);
-  ASSERT_TRUE(reentry.cv.wait_for(lock, std::chrono::seconds(120),
-                                  [&] { return reentry.calls.load() > 0; }));
+  ASSERT_TRUE(reentry.cv.wait_for(lock, OpDeadline(), [&] { return reentry.calls.load() > 0; }));
   EXPECT_EQ(reentry.stat_in_callback, TIER_OK)
       << "a checkpoint is visible by the time its spill completes OK";
   EXPECT_EQ(reentry.entries_in_callback, 1u);
   lock.unlock();
   Close();
   EXPECT_EQ(reentry.calls.load(), 1);
+}
+
+// ---- What the header settles and a provider can get wrong quietly: spills in flight stay
+// invisible, the declared bound on operations in flight holds, CHECKSUMS means verified -----------
+
+// A spill in flight is invisible: stat does not find it, stats does not count it, enumerate does
+// not list it. Without the provider's help a test can check consistency, as often as it can while
+// the spill runs: an entry count taken before an enumerate never exceeds what the enumerate lists,
+// and a key stat finds is one that a restore right after reads whole and an enumerate lists.
+TEST_P(AbiConformance, SpillInFlightIsNeitherFoundNorCounted) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint("in-flight", 1 << 20);
+  const uint64_t entries_before = Stats().entries;
+  OpRecord record;
+  auto segments = checkpoint.Segments();
+  tier_error error{};
+  ASSERT_EQ(table()->spill(instance(), &checkpoint.key, segments.data(),
+                           static_cast<uint32_t>(segments.size()), OpRecord::Callback,
+                           record.cookie(), &error),
+            TIER_OK)
+      << error.message;
+  // No ASSERT until the spill completed: its record and buffers must outlive it.
+  const auto give_up = std::chrono::steady_clock::now() + OpDeadline();
+  int observations = 0;
+  while (record.calls.load() == 0 && std::chrono::steady_clock::now() < give_up) {
+    ++observations;
+    const uint64_t counted = Stats().entries;
+    const std::vector<tier_key> listed = EnumerateKeys();
+    if (counted > listed.size()) {
+      ADD_FAILURE() << "stats counted " << counted << " entries while an enumerate right after "
+                    << "listed " << listed.size() << ": entries counts a spill still in flight";
+      break;
+    }
+    tier_stat_result stat{};
+    stat.struct_size = sizeof(stat);
+    if (table()->stat(instance(), &checkpoint.key, &stat, nullptr, 0, nullptr) != TIER_OK) continue;
+    // Found, so complete: a restore reads it whole and enumerate lists it.
+    TestCheckpoint copy = checkpoint;
+    const tier_status restored = Restore(copy);
+    const std::vector<tier_key> after = EnumerateKeys();
+    const bool in_list = std::any_of(after.begin(), after.end(),
+                                     [&](const tier_key& k) { return SameKey(k, checkpoint.key); });
+    EXPECT_EQ(restored, TIER_OK) << "stat found the checkpoint but a restore right after answered "
+                                 << tier_status_name(restored)
+                                 << ": stat sees a spill still in flight";
+    EXPECT_TRUE(restored != TIER_OK || copy.Matches())
+        << "stat found the checkpoint but a restore right after read other bytes: stat sees a "
+           "spill still in flight";
+    EXPECT_TRUE(in_list) << "stat found the checkpoint but an enumerate right after did not list "
+                            "it: stat sees a spill still in flight";
+    break;
+  }
+  ASSERT_TRUE(record.Wait("spill"));
+  ASSERT_EQ(record.status, TIER_OK) << record.message;
+  RecordProperty("observations_in_flight", observations);
+  tier_stat_result stat{};
+  stat.struct_size = sizeof(stat);
+  EXPECT_EQ(table()->stat(instance(), &checkpoint.key, &stat, nullptr, 0, nullptr), TIER_OK)
+      << "visible once its spill completed OK";
+  EXPECT_EQ(Stats().entries, entries_before + 1);
+}
+
+// More spills and restores in flight than info.max_inflight_ops declares are refused with BUSY. A
+// burst of twice that many (plus 16) fails when the provider accepted one while more than
+// max_inflight_ops + slack accepted operations had not started their completion (the slack covers
+// completions a provider has counted down but not yet called), or when stats reports more.
+TEST_P(AbiConformance, NoMoreOperationsInFlightThanDeclared) {
+  SKIP_IF_ABSENT();
+  const uint32_t declared = info().max_inflight_ops;
+  if (declared > 1024) {
+    GTEST_SKIP() << GetParam().name << " declares max_inflight_ops " << declared
+                 << ": more than this test submits in one burst (2 * 1024 + 16)";
+  }
+  const int slack = std::max<int>(8, static_cast<int>(declared / 4));
+  TestCheckpoint stored = MakeCheckpoint(
+      "inflight-stored", {{TIER_SEGMENT_MAIN_KV, 0, 4096}, {TIER_SEGMENT_MANIFEST, 0, 64}});
+  ASSERT_EQ(Spill(stored), TIER_OK);
+  const int total = 2 * static_cast<int>(declared) + 16;
+  std::vector<TestCheckpoint> checkpoints;
+  checkpoints.reserve(total);
+  std::vector<std::vector<tier_segment>> segments(total);
+  std::vector<OpRecord> records(total);
+  std::vector<tier_status> accepted(total, -1);
+  std::atomic<int> started{0};
+  int accepted_count = 0, worst_outstanding = 0, violation_at = -1;
+  uint64_t worst_reported = 0;
+  for (int i = 0; i < total; ++i) {
+    const bool restore = i % 2 == 0;
+    if (restore) {
+      checkpoints.push_back(stored);
+      segments[i] = checkpoints.back().EmptySegments();
+    } else {
+      checkpoints.push_back(
+          MakeCheckpoint("inflight-" + std::to_string(i), {{TIER_SEGMENT_MAIN_KV, 0, 4096}}));
+      segments[i] = checkpoints.back().Segments();
+    }
+    records[i].CountStartIn(&started);
+    tier_error error{};
+    const auto n = static_cast<uint32_t>(segments[i].size());
+    accepted[i] = restore ? table()->restore(instance(), &stored.key, segments[i].data(), n,
+                                             OpRecord::Callback, records[i].cookie(), &error)
+                          : table()->spill(instance(), &checkpoints[i].key, segments[i].data(), n,
+                                           OpRecord::Callback, records[i].cookie(), &error);
+    if (accepted[i] != TIER_OK) {
+      EXPECT_TRUE(accepted[i] == TIER_BUSY || (!restore && accepted[i] == TIER_NO_SPACE))
+          << "op " << i << ": " << tier_status_name(accepted[i]) << ": " << error.message;
+      EXPECT_NE(error.message[0], '\0') << "op " << i << ": a refusal says why";
+      continue;
+    }
+    // Accepted before this one and not started completing by now: a lower bound of what was in
+    // flight when this one was accepted.
+    const int outstanding = accepted_count - (started.load() - (records[i].started() ? 1 : 0));
+    worst_outstanding = std::max(worst_outstanding, outstanding);
+    if (outstanding >= static_cast<int>(declared) + slack && violation_at < 0) violation_at = i;
+    ++accepted_count;
+    worst_reported = std::max(worst_reported, Stats().inflight_ops);
+  }
+  for (int i = 0; i < total; ++i) {
+    if (accepted[i] != TIER_OK) {
+      EXPECT_EQ(records[i].calls.load(), 0) << "refused op " << i << " called back";
+      continue;
+    }
+    if (!records[i].Wait(i % 2 == 0 ? "restore" : "spill")) return;
+    if (i % 2 == 0) {
+      EXPECT_EQ(records[i].status, TIER_OK) << "restore " << i << ": " << records[i].message;
+      EXPECT_TRUE(records[i].status != TIER_OK || checkpoints[i].Matches()) << "restore " << i;
+    } else {
+      EXPECT_TRUE(records[i].status == TIER_OK || records[i].status == TIER_NO_SPACE ||
+                  records[i].status == TIER_BUSY)
+          << "spill " << i << ": " << tier_status_name(records[i].status);
+    }
+  }
+  RecordProperty("worst_outstanding", worst_outstanding);
+  EXPECT_LT(violation_at, 0) << "accepted operation " << violation_at
+                             << " of a burst while at least " << worst_outstanding
+                             << " accepted ones had not completed: more than "
+                             << "max_inflight_ops = " << declared
+                             << " in flight (the one too many must be refused with TIER_BUSY)";
+  EXPECT_LE(worst_reported, declared)
+      << "stats reported inflight_ops " << worst_reported << ", above max_inflight_ops";
+}
+
+namespace {
+
+// Flips one byte in every copy of `needle` found in the regular files under `dir`; fsyncs what it
+// changed. Returns how many copies it damaged.
+size_t DamageEveryCopy(const std::string& dir, std::span<const std::byte> needle) {
+  size_t damaged = 0;
+  for (const auto& file : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!file.is_regular_file()) continue;
+    std::ifstream in(file.path(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string_view pattern(reinterpret_cast<const char*>(needle.data()), needle.size());
+    std::vector<size_t> hits;
+    for (size_t at = bytes.find(pattern); at != std::string::npos;
+         at = bytes.find(pattern, at + 1)) {
+      hits.push_back(at + needle.size() / 2);
+    }
+    if (hits.empty()) continue;
+    const int fd = ::open(file.path().c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    for (size_t at : hits) {
+      const char flipped = static_cast<char>(bytes[at] ^ 0x5A);
+      if (::pwrite(fd, &flipped, 1, static_cast<off_t>(at)) == 1) ++damaged;
+    }
+    ::fsync(fd);
+    ::close(fd);
+  }
+  return damaged;
+}
+
+}  // namespace
+
+// TIER_CAP_CHECKSUMS: damaged stored bytes are never returned. For a persistent provider whose
+// files live under {tmpdir}, one byte of every stored copy of a segment is flipped; the restore
+// must complete with DATA_LOSS (or the entry, found damaged at open, is gone) and the entry is
+// dropped.
+TEST_P(AbiConformance, DamagedStoredBytesAreDataLossNeverWrongBytes) {
+  SKIP_IF_ABSENT();
+  if ((info().capabilities & TIER_CAP_CHECKSUMS) == 0) {
+    GTEST_SKIP() << GetParam().name << " does not claim TIER_CAP_CHECKSUMS";
+  }
+  if (!persistent()) {
+    GTEST_SKIP() << GetParam().name
+                 << " claims TIER_CAP_CHECKSUMS but not TIER_CAP_PERSISTENT: its "
+                 << "stored bytes live in its process, out of the suite's reach";
+  }
+  if (tmpdir().empty()) {
+    GTEST_SKIP() << "no --tier-opt names {tmpdir}: the suite does not know where "
+                 << GetParam().name << " keeps its files";
+  }
+  TestCheckpoint checkpoint = MakeCheckpoint("damaged", 64 * 1024);
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  Close();
+  // 64 bytes from the middle of the largest segment (STATE_IMAGE 0): random, found nowhere else.
+  const std::vector<std::byte>& segment = checkpoint.buffers[3];
+  const size_t damaged = DamageEveryCopy(
+      tmpdir(), std::span<const std::byte>(segment).subspan(segment.size() / 2, 64));
+  if (damaged == 0) {
+    GTEST_SKIP() << "the checkpoint's bytes appear nowhere verbatim under {tmpdir} (compressed or "
+                    "encrypted at rest?): the suite cannot aim the damage";
+  }
+  RecordProperty("copies_damaged", static_cast<int>(damaged));
+  ASSERT_NE(Open(), nullptr);
+  const std::vector<tier_key> listed = EnumerateKeys();
+  const bool still_listed = std::any_of(
+      listed.begin(), listed.end(), [&](const tier_key& k) { return SameKey(k, checkpoint.key); });
+  const tier_status restored = Restore(checkpoint);
+  if (restored == TIER_OK) {
+    ADD_FAILURE() << "restore completed OK "
+                  << (checkpoint.Matches() ? "although every stored copy of a segment was damaged"
+                                           : "with damaged bytes")
+                  << ": a provider claiming TIER_CAP_CHECKSUMS must verify them and complete with "
+                     "TIER_DATA_LOSS";
+  } else if (restored == TIER_NOT_FOUND) {
+    EXPECT_FALSE(still_listed) << "enumerate lists the damaged checkpoint but restore answers "
+                                  "NOT_FOUND instead of DATA_LOSS";
+  } else {
+    EXPECT_EQ(restored, TIER_DATA_LOSS) << tier_status_name(restored);
+  }
+  tier_stat_result stat{};
+  stat.struct_size = sizeof(stat);
+  EXPECT_EQ(table()->stat(instance(), &checkpoint.key, &stat, nullptr, 0, nullptr), TIER_NOT_FOUND)
+      << "a checkpoint that failed verification is dropped";
+}
+
+// ---- The rest of what the header settles --------------------------------------------------------
+
+// An enumerate callback may call stat and stats of the same instance (no lock of the provider's
+// is held that they take). Bounded: a provider that deadlocks fails at the deadline.
+TEST_P(AbiConformance, EnumerateCallbackMayCallStatAndStats) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint("enumerate-reentry", 8192);
+  ASSERT_EQ(Spill(checkpoint), TIER_OK);
+  struct Seen {
+    const tier_provider* table;
+    tier_instance* instance;
+    tier_status enumerated = -1, stat = -1, stats = -1;
+    uint32_t segment_count = 0;
+    int entries = 0;
+  };
+  auto seen = std::make_shared<Seen>(Seen{table(), instance()});
+  ASSERT_TRUE(ReturnsWithinDeadline("enumerate whose callback calls stat and stats", [seen] {
+    seen->enumerated = seen->table->enumerate(
+        seen->instance,
+        [](void* user, const tier_entry* entry) -> int32_t {
+          auto* s = static_cast<Seen*>(user);
+          tier_stat_result stat{};
+          stat.struct_size = sizeof(stat);
+          s->stat = s->table->stat(s->instance, &entry->key, &stat, nullptr, 0, nullptr);
+          s->segment_count = stat.segment_count;
+          tier_stats stats{};
+          stats.struct_size = sizeof(stats);
+          s->stats = s->table->stats(s->instance, &stats, nullptr);
+          ++s->entries;
+          return 0;
+        },
+        seen.get(), nullptr);
+  }));
+  EXPECT_EQ(seen->enumerated, TIER_OK);
+  EXPECT_EQ(seen->entries, 1);
+  EXPECT_EQ(seen->stat, TIER_OK) << "stat of the listed entry, from the enumerate callback";
+  EXPECT_EQ(seen->segment_count, checkpoint.layout.size());
+  EXPECT_EQ(seen->stats, TIER_OK) << "stats, from the enumerate callback";
+}
+
+// "" is a namespace like any other: it opens, stores, and never serves another namespace's keys.
+TEST_P(AbiConformance, EmptyNamespaceIsANamespaceLikeAnyOther) {
+  TestCheckpoint named = MakeCheckpoint("namespace-named", 4096);
+  if (!absent() && persistent()) {
+    ASSERT_EQ(Spill(named), TIER_OK);
+  }
+  ASSERT_NE(Open(std::string()), nullptr) << "open with namespace \"\"";
+  if (absent()) return;
+  TestCheckpoint unnamed = MakeCheckpoint("namespace-empty", 4096);
+  ASSERT_EQ(Spill(unnamed), TIER_OK);
+  ASSERT_EQ(Restore(unnamed), TIER_OK);
+  EXPECT_TRUE(unnamed.Matches());
+  if (!persistent()) return;
+  tier_stat_result stat{};
+  stat.struct_size = sizeof(stat);
+  EXPECT_EQ(table()->stat(instance(), &named.key, &stat, nullptr, 0, nullptr), TIER_NOT_FOUND)
+      << "namespace \"\" serves a checkpoint of namespace '" << GetParam().namespace_id << "'";
+  Open();
+  ASSERT_NE(instance(), nullptr);
+  EXPECT_EQ(table()->stat(instance(), &unnamed.key, &stat, nullptr, 0, nullptr), TIER_NOT_FOUND)
+      << "namespace '" << GetParam().namespace_id << "' serves a checkpoint of namespace \"\"";
+  ASSERT_EQ(Restore(named), TIER_OK);
+  EXPECT_TRUE(named.Matches());
+}
+
+// A remove of a key whose spill is in flight answers NOT_FOUND and the spill goes on; if the spill
+// had already completed, the remove answers OK and the checkpoint is gone. Nothing else.
+TEST_P(AbiConformance, RemoveOfASpillInFlightIsNotFoundAndTheSpillGoesOn) {
+  SKIP_IF_ABSENT();
+  TestCheckpoint checkpoint = MakeCheckpoint("remove-in-flight", 1 << 20);
+  OpRecord record;
+  auto segments = checkpoint.Segments();
+  tier_error error{};
+  ASSERT_EQ(table()->spill(instance(), &checkpoint.key, segments.data(),
+                           static_cast<uint32_t>(segments.size()), OpRecord::Callback,
+                           record.cookie(), &error),
+            TIER_OK)
+      << error.message;
+  const tier_status removed = table()->remove(instance(), &checkpoint.key, &error);
+  ASSERT_TRUE(record.Wait("spill"));
+  EXPECT_EQ(record.status, TIER_OK) << record.message << ": a remove must not break a spill";
+  tier_stat_result stat{};
+  stat.struct_size = sizeof(stat);
+  const tier_status found = table()->stat(instance(), &checkpoint.key, &stat, nullptr, 0, nullptr);
+  if (removed == TIER_NOT_FOUND) {
+    EXPECT_EQ(found, TIER_OK) << "remove answered NOT_FOUND while the spill was in flight, so the "
+                                 "spill goes on and stores the checkpoint";
+  } else if (removed == TIER_OK) {
+    EXPECT_EQ(found, TIER_NOT_FOUND) << "remove answered OK, so the checkpoint is gone";
+  } else {
+    ADD_FAILURE() << "remove during the spill answered " << tier_status_name(removed) << " ("
+                  << error.message << "): the ABI allows NOT_FOUND, or OK once the spill completed";
+  }
+}
+
+// TIER_MAX_SEGMENTS is a floor as well as a ceiling: a checkpoint of exactly that many segments is
+// stored and restored (one more is refused: SegmentCountsPastTheTableAreRefusedUnread).
+TEST_P(AbiConformance, CheckpointOfTierMaxSegmentsRoundTrips) {
+  std::vector<tier_segment_info> layout;
+  for (uint32_t i = 0; i < TIER_MAX_SEGMENTS; ++i) {
+    layout.push_back({TIER_SEGMENT_OTHER, i, i < 64 ? 100u + i : 0u});
+  }
+  TestCheckpoint checkpoint = MakeCheckpoint("max-segments", layout);
+  const tier_status spilled = Spill(checkpoint);
+  if (absent()) {
+    EXPECT_EQ(spilled, TIER_NO_SPACE);
+    return;
+  }
+  ASSERT_EQ(spilled, TIER_OK) << "a checkpoint of TIER_MAX_SEGMENTS segments";
+  tier_stat_result stat{};
+  stat.struct_size = sizeof(stat);
+  ASSERT_EQ(table()->stat(instance(), &checkpoint.key, &stat, nullptr, 0, nullptr), TIER_OK);
+  EXPECT_EQ(stat.segment_count, TIER_MAX_SEGMENTS);
+  ASSERT_EQ(Restore(checkpoint), TIER_OK);
+  EXPECT_TRUE(checkpoint.Matches());
 }
 
 std::string TargetName(const ::testing::TestParamInfo<Target>& info) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <tier/host/host_services.h>
 #include <tier/host/metrics_registry.h>
@@ -127,6 +128,53 @@ TEST_F(PluginLoader, OlderMinorPluginWorksWithNewerHost) {
   ASSERT_TRUE(info.ok());
   EXPECT_STREQ(info.value().io_path, "host-abi=1.3 services=88")
       << "the plugin saw the newer host's version and table size and still opened";
+}
+
+TEST_F(PluginLoader, OlderMinorProviderRoundTripsWithoutProbe) {
+  // A 1.0 provider that stores checkpoints (tests/conformance/reference_provider.cc built against
+  // the frozen 1.0 header): this 1.1 host spills, restores and enumerates through it, calls no 1.1
+  // slot and reads no 1.1 field of its entries.
+  auto library = PluginLibrary::Load(Variant("reference_v1_0"), host_.table());
+  ASSERT_TRUE(library.ok()) << library.status().ToString();
+  EXPECT_EQ(library.value()->AbiDescription(), "1.0 (host " + HostVersion() + ", plugin 1.0)");
+  EXPECT_EQ(library.value()->table()->struct_size, TIER_PROVIDER_V1_0_SIZE);
+  EXPECT_FALSE(library.value()->HasSlot(offsetof(tier_provider, probe), sizeof(void*)));
+  auto instance = ProviderInstance::Open(library.value(), host_.table(), "ns", {});
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  tier_key key{};
+  key.bytes[0] = 10;
+  std::vector<std::byte> kv(8192), manifest(40), back_kv(8192), back_manifest(40);
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = static_cast<std::byte>(i * 31 + 7);
+  for (size_t i = 0; i < manifest.size(); ++i) manifest[i] = static_cast<std::byte>(i + 1);
+  tier_segment spill[2] = {{TIER_SEGMENT_MAIN_KV, 0, kv.size(), kv.data()},
+                           {TIER_SEGMENT_MANIFEST, 0, manifest.size(), manifest.data()}};
+  const Completion spilled = instance.value()->SpillAndWait(key, spill);
+  ASSERT_TRUE(spilled.status.ok()) << spilled.status.ToString();
+  tier_segment restore[2] = {
+      {TIER_SEGMENT_MAIN_KV, 0, back_kv.size(), back_kv.data()},
+      {TIER_SEGMENT_MANIFEST, 0, back_manifest.size(), back_manifest.data()}};
+  const Completion restored = instance.value()->RestoreAndWait(key, restore);
+  ASSERT_TRUE(restored.status.ok()) << restored.status.ToString();
+  EXPECT_EQ(back_kv, kv);
+  EXPECT_EQ(back_manifest, manifest);
+  int entries = 0;
+  uint32_t entry_size = 0;
+  ASSERT_TRUE(instance.value()
+                  ->Enumerate([&](const tier_entry& entry) {
+                    ++entries;
+                    entry_size = entry.struct_size;
+                    EXPECT_EQ(entry.segment_count, 2u);
+                    EXPECT_EQ(entry.manifest_bytes, manifest.size());
+                    return true;
+                  })
+                  .ok());
+  EXPECT_EQ(entries, 1);
+  EXPECT_EQ(entry_size, TIER_ENTRY_V1_0_SIZE) << "a 1.0 provider's entries end before the times";
+  tier_entry probe_size{};
+  probe_size.struct_size = entry_size;
+  EXPECT_FALSE(TIER_HAS_FIELD(&probe_size, tier_entry, created_unix_ns))
+      << "so a 1.1 host must not read created_unix_ns of them";
+  EXPECT_TRUE(instance.value()->Remove(key).ok());
 }
 
 TEST_F(PluginLoader, NullProviderLoadsAndDeclinesCleanly) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Out-of-tree plugin test: install the SDK from the build tree into a scratch prefix, build
 # tests/out_of_tree/plugin against it alone, then load the result into the already-built
-# tier-host (no rebuild) and run the installed tier-conformance against it.
+# tier-host (no rebuild) and run the installed tier-conformance against it. The plugin asks for the
+# SDK's abi component only and is built with its tier_add_provider().
 # Usage: run-out-of-tree.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1
@@ -15,6 +16,8 @@ cmake -S "$source/tests/out_of_tree/plugin" -B "$scratch/build" \
 cmake --build "$scratch/build" >/dev/null
 plugin="$scratch/build/libtier_memory.so"
 [ -f "$plugin" ] || { echo "out-of-tree build produced no $plugin" >&2; exit 1; }
+exports=$(nm -D --defined-only "$plugin" | awk '{print $3}')
+[ "$exports" = tier_provider_entry ] || { echo "$plugin exports more than tier_provider_entry: $exports" >&2; exit 1; }
 
 echo "== tier-host (built in tree, not rebuilt) loads the out-of-tree plugin"
 "$build/bin/tier-host" --tier-plugin "$plugin" --check

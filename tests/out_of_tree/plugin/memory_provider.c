@@ -106,7 +106,9 @@ static void m_close(tier_instance* self) {
 static tier_status m_info(tier_instance* self, tier_info* out, tier_error* error) {
   if (self == NULL || out == NULL)
     return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: info");
-  if (TIER_HAS_FIELD(out, tier_info, capabilities)) out->capabilities = TIER_CAP_CHECKSUMS;
+  /* No TIER_CAP_CHECKSUMS: nothing verifies the bytes it keeps (a claim obliges a verified
+   * restore). */
+  if (TIER_HAS_FIELD(out, tier_info, capabilities)) out->capabilities = 0;
   if (TIER_HAS_FIELD(out, tier_info, name)) out->name = "memory";
   if (TIER_HAS_FIELD(out, tier_info, version)) out->version = "1.0.0";
   if (TIER_HAS_FIELD(out, tier_info, io_path)) out->io_path = "memory";

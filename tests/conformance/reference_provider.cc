@@ -1,0 +1,772 @@
+// reference_provider.cc -- small providers built only to prove that the AbiConformance suite
+// catches what it claims to. The correct variant is a persistent provider (one file per checkpoint
+// under `dir`, or process memory without it) with checksums, an asynchronous worker pool and a
+// bound of kMaxInflightOps; every other variant (REFERENCE_DEFECT_*, chosen at compile time like
+// tests/loader/test_provider.c) breaks exactly one rule of abi/tier_provider.h:
+//
+//   STAT_SEES_INFLIGHT      stat finds a checkpoint whose spill is still in flight
+//   ENTRIES_COUNT_INFLIGHT  stats.entries counts spills in flight
+//   IGNORES_MAX_INFLIGHT    never refuses BUSY, whatever is in flight
+//   NULL_MESSAGE            completions carry a NULL message
+//   UNVERIFIED_CHECKSUMS    claims TIER_CAP_CHECKSUMS but restores without verifying
+//   NEVER_COMPLETES         accepts restores and never completes them
+//
+// Built against abi/tier_provider.h (1.1) or, for the cross-version tests, the frozen 1.0 header.
+// Options: dir=PATH (persistent), capacity_bytes=N, op_delay_ms=N (each operation completes no
+// sooner than this after acceptance: the window in which a spill is in flight; default 20).
+// The ABI header first: built against the frozen 1.0 copy, that copy must win over abi/'s.
+#include "tier_provider.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tier/status.h"
+#include "tier_validate.h"
+
+#ifndef REFERENCE_NAME
+#define REFERENCE_NAME "reference"
+#endif
+
+namespace tier::reference {
+namespace {
+
+constexpr uint32_t kMaxInflightOps = 4;
+constexpr uint32_t kWorkers = 2;
+constexpr char kMagic[8] = {'T', 'I', 'E', 'R', 'R', 'E', 'F', '1'};
+
+using Clock = std::chrono::steady_clock;
+using KeyString = std::string;  // the 32 key bytes
+
+KeyString KeyOf(const tier_key& key) {
+  return KeyString(reinterpret_cast<const char*>(key.bytes), TIER_KEY_BYTES);
+}
+
+// FNV-1a, 64 bits: enough to catch any flipped byte the suite makes.
+uint64_t Checksum(const void* data, uint64_t length_bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (uint64_t i = 0; i < length_bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+struct SegmentRecord {
+  tier_segment_info info;
+  uint64_t checksum;
+  uint64_t offset;  // in the file (or the memory copy)
+};
+
+// One checkpoint, stored or (complete == false) being spilled.
+struct Stored {
+  tier_key key{};
+  std::vector<SegmentRecord> segments;
+  std::vector<tier_segment_info> infos;  // for stat and enumerate
+  uint64_t logical_bytes = 0;
+  uint64_t stored_bytes = 0;
+  std::vector<uint8_t> manifest;
+  std::string file;                            // persistent: the file name in dir
+  std::shared_ptr<std::vector<uint8_t>> data;  // in memory: the concatenated bytes
+  bool complete = false;
+  uint64_t created_unix_ns = 0;
+};
+
+struct Job {
+  bool spill = true;
+  tier_key key{};
+  std::vector<tier_segment> segments;
+  tier_done_fn done = nullptr;
+  void* user_data = nullptr;
+  Clock::time_point accepted;
+  std::shared_ptr<Stored> entry;  // restore: what it reads
+  int fd = -1;                    // restore, persistent: opened at acceptance
+};
+
+uint64_t UnixNowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+void Append(std::string* out, const void* bytes, size_t n) {
+  out->append(static_cast<const char*>(bytes), n);
+}
+
+// Header: magic, namespace, key, segments (kind, index, length, checksum), then its own checksum.
+std::string EncodeHeader(const std::string& ns, const Stored& s) {
+  std::string h(kMagic, sizeof(kMagic));
+  const auto ns_bytes = static_cast<uint32_t>(ns.size());
+  Append(&h, &ns_bytes, 4);
+  h += ns;
+  Append(&h, s.key.bytes, TIER_KEY_BYTES);
+  const auto count = static_cast<uint32_t>(s.segments.size());
+  Append(&h, &count, 4);
+  for (const SegmentRecord& r : s.segments) {
+    Append(&h, &r.info.kind, 4);
+    Append(&h, &r.info.index, 4);
+    Append(&h, &r.info.length_bytes, 8);
+    Append(&h, &r.checksum, 8);
+  }
+  const uint64_t sum = Checksum(h.data(), h.size());
+  Append(&h, &sum, 8);
+  return h;
+}
+
+class Reader {
+ public:
+  Reader(const std::string& bytes) : bytes_(bytes) {}
+  bool Take(void* out, size_t n) {
+    if (bytes_.size() - at_ < n) return false;
+    std::memcpy(out, bytes_.data() + at_, n);
+    at_ += n;
+    return true;
+  }
+  size_t at() const { return at_; }
+
+ private:
+  const std::string& bytes_;
+  size_t at_ = 0;
+};
+
+// Parses a header read from the start of a file; false when it does not verify.
+bool DecodeHeader(const std::string& bytes, std::string* ns, Stored* s, uint64_t* data_offset) {
+  Reader r(bytes);
+  char magic[8];
+  uint32_t ns_bytes = 0, count = 0;
+  if (!r.Take(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !r.Take(&ns_bytes, 4))
+    return false;
+  if (ns_bytes > 4096) return false;
+  ns->resize(ns_bytes);
+  if (!r.Take(ns->data(), ns_bytes) || !r.Take(s->key.bytes, TIER_KEY_BYTES) || !r.Take(&count, 4))
+    return false;
+  if (count == 0 || count > TIER_MAX_SEGMENTS) return false;
+  for (uint32_t i = 0; i < count; ++i) {
+    SegmentRecord rec{};
+    if (!r.Take(&rec.info.kind, 4) || !r.Take(&rec.info.index, 4) ||
+        !r.Take(&rec.info.length_bytes, 8) || !r.Take(&rec.checksum, 8)) {
+      return false;
+    }
+    s->segments.push_back(rec);
+  }
+  const uint64_t want = Checksum(bytes.data(), r.at());
+  uint64_t got = 0;
+  if (!r.Take(&got, 8) || got != want) return false;
+  *data_offset = r.at();
+  return true;
+}
+
+std::string Hex(const tier_key& key) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : key.bytes) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
+void Complete(tier_done_fn done, void* user_data, const Status& status, uint64_t logical,
+              uint64_t stored, Clock::time_point accepted) {
+  tier_completion c{};
+  c.struct_size = sizeof(c);
+  c.status = status.code();
+#if defined(REFERENCE_DEFECT_NULL_MESSAGE)
+  c.message = nullptr;
+#else
+  c.message = status.message().c_str();
+#endif
+  c.logical_bytes = status.ok() ? logical : 0;
+  c.stored_bytes = status.ok() ? stored : 0;
+  c.duration_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - accepted).count());
+  done(user_data, &c);
+}
+
+tier_status Report(const Status& status, tier_error* error) {
+  if (error != nullptr) {
+    error->status = status.code();
+    std::snprintf(error->message, sizeof(error->message), "%s", status.message().c_str());
+  }
+  return status.code();
+}
+
+class Instance {
+ public:
+  Instance(std::string ns, std::string dir, uint64_t capacity_bytes, int op_delay_ms)
+      : namespace_(std::move(ns)),
+        dir_(std::move(dir)),
+        capacity_bytes_(capacity_bytes),
+        op_delay_(std::chrono::milliseconds(op_delay_ms)) {}
+
+  // Adopts the checkpoints of this namespace under dir_, then starts the workers. Opening thread.
+  Status Start() {
+    if (!dir_.empty()) TIER_RETURN_IF_ERROR(Scan());
+    for (uint32_t i = 0; i < kWorkers; ++i) workers_.emplace_back([this] { Work(); });
+    return Status::Ok();
+  }
+
+  // Drains the queue with CANCELLED, lets running work finish, joins. Owner thread, once.
+  ~Instance() {
+    {
+      std::lock_guard lock(mu_);
+      closing_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+
+  bool persistent() const { return !dir_.empty(); }
+
+  Status Spill(const tier_key& key, const tier_segment* segments, uint32_t count, tier_done_fn done,
+               void* user_data) {
+    auto entry = std::make_shared<Stored>();
+    entry->key = key;
+    uint64_t offset = 0;
+    for (uint32_t i = 0; i < count; ++i) {
+      entry->segments.push_back(
+          {{segments[i].kind, segments[i].index, segments[i].length_bytes}, 0, offset});
+      entry->infos.push_back(entry->segments.back().info);
+      offset += segments[i].length_bytes;
+    }
+    entry->logical_bytes = offset;
+    for (uint32_t i = 0; i < count; ++i) {
+      if (segments[i].length_bytes > capacity_bytes_ || entry->logical_bytes > capacity_bytes_) {
+        return Status::NoSpace(std::string(REFERENCE_NAME) + ": segment " + std::to_string(i) +
+                               " alone exceeds the capacity of " + std::to_string(capacity_bytes_) +
+                               " bytes");
+      }
+    }
+    entry->stored_bytes = offset + EncodeHeader(namespace_, *entry).size();
+    std::lock_guard lock(mu_);
+    if (index_.count(KeyOf(key)) > 0) {
+      return Status::AlreadyExists(std::string(REFERENCE_NAME) + ": key stored or being stored");
+    }
+    TIER_RETURN_IF_ERROR(AdmitLocked());
+    if (entry->stored_bytes >
+        capacity_bytes_ - std::min(capacity_bytes_, used_bytes_ + reserved_bytes_)) {
+      return Status::NoSpace(std::string(REFERENCE_NAME) + ": " +
+                             std::to_string(entry->stored_bytes) + " bytes do not fit");
+    }
+    reserved_bytes_ += entry->stored_bytes;
+    index_[KeyOf(key)] = entry;  // invisible until complete
+    QueueLocked(Job{true, key, {segments, segments + count}, done, user_data, Clock::now(), entry});
+    return Status::Ok();
+  }
+
+  Status Restore(const tier_key& key, const tier_segment* segments, uint32_t count,
+                 tier_done_fn done, void* user_data) {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(KeyOf(key));
+    if (it == index_.end() || !it->second->complete) {
+      return Status::NotFound(std::string(REFERENCE_NAME) + ": not stored");
+    }
+    const std::shared_ptr<Stored> entry = it->second;
+    if (count != entry->segments.size()) {  // before the caller's table is read
+      return Status::InvalidArgument(std::string(REFERENCE_NAME) + ": " + std::to_string(count) +
+                                     " segments given, " + std::to_string(entry->segments.size()) +
+                                     " stored");
+    }
+    tier_error invalid{};
+    if (tier_validate_segments(REFERENCE_NAME, segments, count, &invalid) != TIER_OK) {
+      return Status::InvalidArgument(invalid.message);
+    }
+    TIER_RETURN_IF_ERROR(MatchTable(*entry, segments, count));
+    TIER_RETURN_IF_ERROR(AdmitLocked());
+    Job job{false, key, {segments, segments + count}, done, user_data, Clock::now(), entry};
+    if (persistent()) {
+      job.fd = ::open((dir_ + "/" + entry->file).c_str(), O_RDONLY | O_CLOEXEC);
+      if (job.fd < 0) return Status::FromErrno(errno, "open '" + entry->file + "'");
+    }
+    QueueLocked(std::move(job));
+    return Status::Ok();
+  }
+
+  Status Remove(const tier_key& key) {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(KeyOf(key));
+    if (it == index_.end() || !it->second->complete) {
+      return Status::NotFound(std::string(REFERENCE_NAME) + ": not stored");
+    }
+    DropLocked(it);  // an accepted restore keeps reading its open file or its memory copy
+    return Status::Ok();
+  }
+
+  // NULL out when not found (or, in the defect, still being spilled).
+  std::shared_ptr<Stored> Find(const tier_key& key) {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(KeyOf(key));
+    if (it == index_.end()) return nullptr;
+#if defined(REFERENCE_DEFECT_STAT_SEES_INFLIGHT)
+    return it->second;
+#else
+    return it->second->complete ? it->second : nullptr;
+#endif
+  }
+
+  void Stats(tier_stats* out) {
+    std::lock_guard lock(mu_);
+    uint64_t entries = 0;
+    for (const auto& entry : index_) {
+      const bool in_flight = !entry.second->complete;
+#if defined(REFERENCE_DEFECT_ENTRIES_COUNT_INFLIGHT)
+      entries += in_flight ? 1 : 1;  // the defect: a spill in flight counts as an entry
+#else
+      entries += in_flight ? 0 : 1;
+#endif
+    }
+    if (TIER_HAS_FIELD(out, tier_stats, reserved)) out->reserved = 0;
+    if (TIER_HAS_FIELD(out, tier_stats, capacity_bytes)) out->capacity_bytes = capacity_bytes_;
+    if (TIER_HAS_FIELD(out, tier_stats, used_bytes)) out->used_bytes = used_bytes_;
+    if (TIER_HAS_FIELD(out, tier_stats, entries)) out->entries = entries;
+    if (TIER_HAS_FIELD(out, tier_stats, inflight_ops)) out->inflight_ops = inflight_ops_;
+  }
+
+  std::vector<std::shared_ptr<Stored>> Snapshot() {
+    std::lock_guard lock(mu_);
+    std::vector<std::shared_ptr<Stored>> out;
+    for (const auto& [k, e] : index_) {
+      if (e->complete) out.push_back(e);
+    }
+    return out;
+  }
+
+ private:
+  Status AdmitLocked() {
+#if !defined(REFERENCE_DEFECT_IGNORES_MAX_INFLIGHT)
+    if (inflight_ops_ >= kMaxInflightOps) {
+      return Status::Busy(std::string(REFERENCE_NAME) + ": " + std::to_string(kMaxInflightOps) +
+                          " operations in flight");
+    }
+#endif
+    return Status::Ok();
+  }
+
+  void QueueLocked(Job job) {
+    ++inflight_ops_;
+    queue_.push_back(std::move(job));
+    cv_.notify_one();
+  }
+
+  // Every given segment is stored with the same length (the counts are equal). Any thread.
+  static Status MatchTable(const Stored& entry, const tier_segment* segments, uint32_t count) {
+    for (uint32_t i = 0; i < count; ++i) {
+      const auto it = std::find_if(entry.segments.begin(), entry.segments.end(), [&](auto& r) {
+        return r.info.kind == segments[i].kind && r.info.index == segments[i].index;
+      });
+      if (it == entry.segments.end() || it->info.length_bytes != segments[i].length_bytes) {
+        return Status::InvalidArgument(
+            std::string(REFERENCE_NAME) + ": segment kind " + std::to_string(segments[i].kind) +
+            " index " + std::to_string(segments[i].index) + " does not match what is stored");
+      }
+    }
+    return Status::Ok();
+  }
+
+  template <typename It>
+  void DropLocked(It it) {
+    used_bytes_ -= it->second->stored_bytes;
+    if (persistent()) ::unlink((dir_ + "/" + it->second->file).c_str());
+    index_.erase(it);
+  }
+
+  // Worker thread: one job at a time, each no sooner than op_delay_ after its acceptance.
+  void Work() {
+    for (;;) {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      Job job = std::move(queue_.front());
+      queue_.pop_front();
+      cv_.wait_until(lock, job.accepted + op_delay_, [&] { return closing_; });
+      const bool cancelled = closing_;
+      lock.unlock();
+      if (job.spill) {
+        FinishSpill(job, cancelled);
+      } else {
+        FinishRestore(job, cancelled);
+      }
+    }
+  }
+
+  void FinishSpill(Job& job, bool cancelled) {
+    Stored& entry = *job.entry;
+    Status status = cancelled ? Status::Cancelled(std::string(REFERENCE_NAME) + ": closed")
+                              : Store(job.segments, &entry);
+    {
+      std::lock_guard lock(mu_);
+      reserved_bytes_ -= entry.stored_bytes;
+      if (status.ok()) {
+        entry.complete = true;
+        used_bytes_ += entry.stored_bytes;
+      } else {
+        index_.erase(KeyOf(job.key));
+      }
+      --inflight_ops_;
+    }
+    Complete(job.done, job.user_data, status, entry.logical_bytes, entry.stored_bytes,
+             job.accepted);
+  }
+
+  // Checksums the segments and writes them (file or memory). Worker thread.
+  Status Store(const std::vector<tier_segment>& segments, Stored* entry) {
+    for (size_t i = 0; i < segments.size(); ++i) {
+      entry->segments[i].checksum = Checksum(segments[i].data, segments[i].length_bytes);
+      if (segments[i].kind == TIER_SEGMENT_MANIFEST) {
+        const auto* p = static_cast<const uint8_t*>(segments[i].data);
+        entry->manifest.assign(p, p + segments[i].length_bytes);
+      }
+    }
+    entry->created_unix_ns = UnixNowNs();
+    std::string bytes = EncodeHeader(namespace_, *entry);
+    const uint64_t header_bytes = bytes.size();
+    for (auto& r : entry->segments) r.offset += header_bytes;
+    for (const tier_segment& s : segments) Append(&bytes, s.data, s.length_bytes);
+    if (!persistent()) {
+      entry->data = std::make_shared<std::vector<uint8_t>>(bytes.begin(), bytes.end());
+      return Status::Ok();
+    }
+    entry->file = Hex(entry->key) + ".ref";
+    const std::string temp = dir_ + "/" + entry->file + ".tmp";
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return Status::FromErrno(errno, "create '" + temp + "'");
+    const bool written =
+        ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+    const int err = errno;
+    ::close(fd);
+    if (!written || ::rename(temp.c_str(), (dir_ + "/" + entry->file).c_str()) != 0) {
+      ::unlink(temp.c_str());
+      return Status::FromErrno(written ? errno : err, "write '" + temp + "'");
+    }
+    return Status::Ok();
+  }
+
+  void FinishRestore(Job& job, bool cancelled) {
+#if defined(REFERENCE_DEFECT_NEVER_COMPLETES)
+    (void)cancelled;
+    if (job.fd >= 0) ::close(job.fd);
+    return;  // the defect: accepted, never completed
+#else
+    Status status =
+        cancelled ? Status::Cancelled(std::string(REFERENCE_NAME) + ": closed") : Load(job);
+    if (job.fd >= 0) ::close(job.fd);
+    {
+      std::lock_guard lock(mu_);
+      if (status.code() == TIER_DATA_LOSS) {
+        auto it = index_.find(KeyOf(job.key));
+        if (it != index_.end() && it->second == job.entry) DropLocked(it);
+      }
+      --inflight_ops_;
+    }
+    Complete(job.done, job.user_data, status, job.entry->logical_bytes, job.entry->stored_bytes,
+             job.accepted);
+#endif
+  }
+
+  // Reads every segment into the caller's buffers and verifies it. Worker thread.
+  Status Load(Job& job) {
+    for (const tier_segment& s : job.segments) {
+      const SegmentRecord& r = *std::find_if(
+          job.entry->segments.begin(), job.entry->segments.end(),
+          [&](const SegmentRecord& x) { return x.info.kind == s.kind && x.info.index == s.index; });
+      if (s.length_bytes == 0) continue;
+      if (job.fd >= 0) {
+        const ssize_t n = ::pread(job.fd, s.data, s.length_bytes, static_cast<off_t>(r.offset));
+        if (n != static_cast<ssize_t>(s.length_bytes)) {
+          return Status::DataLoss(std::string(REFERENCE_NAME) + ": file shorter than its header");
+        }
+      } else {
+        std::memcpy(s.data, job.entry->data->data() + r.offset, s.length_bytes);
+      }
+#if !defined(REFERENCE_DEFECT_UNVERIFIED_CHECKSUMS)
+      if (Checksum(s.data, s.length_bytes) != r.checksum) {
+        return Status::DataLoss(std::string(REFERENCE_NAME) + ": segment kind " +
+                                std::to_string(s.kind) + " index " + std::to_string(s.index) +
+                                " failed its checksum; the checkpoint was dropped");
+      }
+#endif
+    }
+    return Status::Ok();
+  }
+
+  // Adopts every file of this namespace whose header verifies. Opening thread.
+  Status Scan() {
+    DIR* d = ::opendir(dir_.c_str());
+    if (d == nullptr) return Status::FromErrno(errno, "open directory '" + dir_ + "'");
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() < 4 || name.compare(name.size() - 4, 4, ".ref") != 0) continue;
+      Adopt(name);
+    }
+    ::closedir(d);
+    return Status::Ok();
+  }
+
+  void Adopt(const std::string& name) {
+    std::FILE* f = std::fopen((dir_ + "/" + name).c_str(), "rb");
+    if (f == nullptr) return;
+    std::string bytes;
+    char buffer[65536];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), f)) > 0;) bytes.append(buffer, n);
+    std::fclose(f);
+    auto entry = std::make_shared<Stored>();
+    std::string ns;
+    uint64_t offset = 0;
+    if (!DecodeHeader(bytes, &ns, entry.get(), &offset) || ns != namespace_) return;
+    for (SegmentRecord& r : entry->segments) {
+      r.offset = offset;
+      offset += r.info.length_bytes;
+      entry->logical_bytes += r.info.length_bytes;
+      entry->infos.push_back(r.info);
+      if (r.info.kind == TIER_SEGMENT_MANIFEST && r.offset + r.info.length_bytes <= bytes.size()) {
+        entry->manifest.assign(bytes.begin() + r.offset,
+                               bytes.begin() + r.offset + r.info.length_bytes);
+      }
+    }
+    entry->stored_bytes = bytes.size();
+    entry->file = name;
+    entry->complete = true;
+    used_bytes_ += entry->stored_bytes;
+    index_[KeyOf(entry->key)] = entry;
+  }
+
+  const std::string namespace_;
+  const std::string dir_;
+  const uint64_t capacity_bytes_;
+  const Clock::duration op_delay_;
+  std::mutex mu_;  // everything below; never held across a callback
+  std::condition_variable cv_;
+  std::map<KeyString, std::shared_ptr<Stored>> index_;
+  std::deque<Job> queue_;
+  uint64_t inflight_ops_ = 0;
+  uint64_t used_bytes_ = 0;
+  uint64_t reserved_bytes_ = 0;
+  bool closing_ = false;
+  std::vector<std::thread> workers_;
+};
+
+Instance* Self(tier_instance* instance) {
+  return reinterpret_cast<Instance*>(instance);
+}
+
+Status NullInstance() {
+  return Status::InvalidArgument(std::string(REFERENCE_NAME) + ": NULL instance");
+}
+
+// Parses "N" as a whole number; false on anything else.
+bool ParseNumber(const char* text, uint64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  *out = std::strtoull(text, &end, 10);
+  return end != text && *end == '\0' && errno == 0 && text[0] != '-';
+}
+
+tier_status Open(const tier_host_services* host, const char* namespace_id,
+                 const tier_option* options, uint32_t option_count, tier_instance** instance_out,
+                 tier_error* error) {
+  (void)host;
+  if (instance_out == nullptr || namespace_id == nullptr ||
+      (option_count > 0 && options == nullptr)) {
+    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) +
+                                          ": open needs a namespace and an out pointer"),
+                  error);
+  }
+  std::string dir;
+  uint64_t capacity_bytes = 256ull << 20, delay_ms = 20;
+  for (uint32_t i = 0; i < option_count; ++i) {
+    const std::string key = options[i].key != nullptr ? options[i].key : "";
+    const char* value = options[i].value != nullptr ? options[i].value : "";
+    const bool ok = key == "dir"              ? (dir = value, !dir.empty())
+                    : key == "capacity_bytes" ? ParseNumber(value, &capacity_bytes)
+                    : key == "op_delay_ms"    ? ParseNumber(value, &delay_ms) && delay_ms <= 10000
+                                              : false;
+    if (!ok) {
+      return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) + ": option '" + key +
+                                            "' with value '" + value +
+                                            "' is not known or malformed (known: dir, "
+                                            "capacity_bytes, op_delay_ms <= 10000)"),
+                    error);
+    }
+  }
+  try {
+    auto self =
+        std::make_unique<Instance>(namespace_id, dir, capacity_bytes, static_cast<int>(delay_ms));
+    const Status started = self->Start();
+    if (!started.ok()) return Report(started, error);
+    *instance_out = reinterpret_cast<tier_instance*>(self.release());
+    return TIER_OK;
+  } catch (...) {
+    return Report(Status::Internal(std::string(REFERENCE_NAME) + ": out of memory"), error);
+  }
+}
+
+void Close(tier_instance* instance) {
+  delete Self(instance);
+}
+
+tier_status Info(tier_instance* instance, tier_info* out, tier_error* error) {
+  if (instance == nullptr || out == nullptr) return Report(NullInstance(), error);
+  if (TIER_HAS_FIELD(out, tier_info, capabilities)) {
+    out->capabilities =
+        TIER_CAP_CHECKSUMS | (Self(instance)->persistent() ? uint32_t{TIER_CAP_PERSISTENT} : 0u);
+  }
+  if (TIER_HAS_FIELD(out, tier_info, name)) out->name = REFERENCE_NAME;
+  if (TIER_HAS_FIELD(out, tier_info, version)) out->version = "1.0.0";
+  if (TIER_HAS_FIELD(out, tier_info, io_path)) out->io_path = "posix";
+  if (TIER_HAS_FIELD(out, tier_info, buffer_alignment)) out->buffer_alignment = 1;
+  if (TIER_HAS_FIELD(out, tier_info, max_inflight_ops)) out->max_inflight_ops = kMaxInflightOps;
+  if (TIER_HAS_FIELD(out, tier_info, reserved)) out->reserved = 0;
+  return TIER_OK;
+}
+
+tier_status StatsFn(tier_instance* instance, tier_stats* out, tier_error* error) {
+  if (instance == nullptr || out == nullptr) return Report(NullInstance(), error);
+  Self(instance)->Stats(out);
+  return TIER_OK;
+}
+
+tier_status StatFn(tier_instance* instance, const tier_key* key, tier_stat_result* out,
+                   tier_segment_info* segments, uint32_t capacity, tier_error* error) {
+  if (instance == nullptr || key == nullptr || out == nullptr ||
+      (capacity > 0 && segments == nullptr)) {
+    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) + ": stat needs key and out"),
+                  error);
+  }
+  const std::shared_ptr<Stored> e = Self(instance)->Find(*key);
+  if (!e) return Report(Status::NotFound(std::string(REFERENCE_NAME) + ": not stored"), error);
+  if (TIER_HAS_FIELD(out, tier_stat_result, segment_count)) {
+    out->segment_count = static_cast<uint32_t>(e->infos.size());
+  }
+  if (TIER_HAS_FIELD(out, tier_stat_result, logical_bytes)) out->logical_bytes = e->logical_bytes;
+  if (TIER_HAS_FIELD(out, tier_stat_result, stored_bytes)) out->stored_bytes = e->stored_bytes;
+  if (TIER_HAS_FIELD(out, tier_stat_result, estimated_restore_ns)) {
+    out->estimated_restore_ns = e->stored_bytes / 2 + 1000;  // ~2 GB/s and a fixed cost
+  }
+  for (uint32_t i = 0; i < e->infos.size() && i < capacity; ++i) segments[i] = e->infos[i];
+  return TIER_OK;
+}
+
+tier_status SpillFn(tier_instance* instance, const tier_key* key, const tier_segment* segments,
+                    uint32_t count, tier_done_fn done, void* user_data, tier_error* error) {
+  if (instance == nullptr || key == nullptr || done == nullptr) {
+    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) +
+                                          ": spill needs instance, key and callback"),
+                  error);
+  }
+  const tier_status valid = tier_validate_segments(REFERENCE_NAME, segments, count, error);
+  if (valid != TIER_OK) return valid;
+  try {
+    return Report(Self(instance)->Spill(*key, segments, count, done, user_data), error);
+  } catch (...) {
+    return Report(Status::Internal(std::string(REFERENCE_NAME) + ": out of memory"), error);
+  }
+}
+
+tier_status RestoreFn(tier_instance* instance, const tier_key* key, const tier_segment* segments,
+                      uint32_t count, tier_done_fn done, void* user_data, tier_error* error) {
+  if (instance == nullptr || key == nullptr || done == nullptr) {
+    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) +
+                                          ": restore needs instance, key and callback"),
+                  error);
+  }
+  try {  // the segment table is checked once its count is known to be the stored one
+    return Report(Self(instance)->Restore(*key, segments, count, done, user_data), error);
+  } catch (...) {
+    return Report(Status::Internal(std::string(REFERENCE_NAME) + ": out of memory"), error);
+  }
+}
+
+tier_status RemoveFn(tier_instance* instance, const tier_key* key, tier_error* error) {
+  if (instance == nullptr || key == nullptr) return Report(NullInstance(), error);
+  return Report(Self(instance)->Remove(*key), error);
+}
+
+tier_status EnumerateFn(tier_instance* instance, tier_enumerate_fn fn, void* user_data,
+                        tier_error* error) {
+  if (instance == nullptr || fn == nullptr) return Report(NullInstance(), error);
+  for (const std::shared_ptr<Stored>& e : Self(instance)->Snapshot()) {
+    tier_entry out{};
+    out.struct_size = sizeof(out);
+    out.segment_count = static_cast<uint32_t>(e->infos.size());
+    out.key = e->key;
+    out.logical_bytes = e->logical_bytes;
+    out.stored_bytes = e->stored_bytes;
+    out.segments = e->infos.data();
+    const bool has_manifest = std::any_of(e->infos.begin(), e->infos.end(),
+                                          [](auto& s) { return s.kind == TIER_SEGMENT_MANIFEST; });
+    static const uint8_t kEmpty = 0;
+    out.manifest = has_manifest ? (e->manifest.empty() ? &kEmpty : e->manifest.data()) : nullptr;
+    out.manifest_bytes = has_manifest ? e->manifest.size() : 0;
+#ifdef TIER_ENTRY_V1_0_SIZE  // 1.1: the times
+    out.created_unix_ns = e->created_unix_ns;
+    out.last_used_unix_ns = 0;
+#endif
+    if (fn(user_data, &out) != 0) break;
+  }
+  return TIER_OK;
+}
+
+tier_status PlanFn(tier_instance* instance, const tier_key* key, uint64_t prefill_ns,
+                   tier_plan* out, tier_error* error) {
+  if (instance == nullptr || key == nullptr || out == nullptr) return Report(NullInstance(), error);
+  const std::shared_ptr<Stored> e = Self(instance)->Find(*key);
+  const uint64_t estimate_ns = e ? e->stored_bytes / 2 + 1000 : 0;
+  const tier_decision decision =
+      e && estimate_ns < prefill_ns ? TIER_DECISION_RESTORE : TIER_DECISION_SKIP_TO_ROOT;
+  const tier_reason reason = !e                         ? TIER_REASON_MISS
+                             : estimate_ns < prefill_ns ? TIER_REASON_CHEAPER
+                                                        : TIER_REASON_COST;
+  if (TIER_HAS_FIELD(out, tier_plan, decision)) out->decision = decision;
+  if (TIER_HAS_FIELD(out, tier_plan, reason)) out->reason = reason;
+  if (TIER_HAS_FIELD(out, tier_plan, reserved)) out->reserved = 0;
+  if (TIER_HAS_FIELD(out, tier_plan, estimated_restore_ns)) out->estimated_restore_ns = estimate_ns;
+  if (TIER_HAS_FIELD(out, tier_plan, stored_bytes)) out->stored_bytes = e ? e->stored_bytes : 0;
+  return TIER_OK;
+}
+
+const tier_provider kProvider = {
+    sizeof(tier_provider),
+    TIER_ABI_VERSION_MAJOR,
+    TIER_ABI_VERSION_MINOR,
+    0,
+    REFERENCE_NAME,
+    "1.0.0",
+    Open,
+    Close,
+    Info,
+    StatsFn,
+    StatFn,
+    SpillFn,
+    RestoreFn,
+    RemoveFn,
+    EnumerateFn,
+    PlanFn,
+#ifdef TIER_PROVIDER_V1_1_SIZE
+    nullptr,  // probe (1.1, optional): not offered
+#endif
+};
+
+}  // namespace
+}  // namespace tier::reference
+
+extern "C" TIER_EXPORT tier_status tier_provider_entry(uint32_t host_abi_major,
+                                                       uint32_t /*host_abi_minor*/,
+                                                       const tier_host_services* /*host*/,
+                                                       const tier_provider** provider_out) {
+  if (provider_out == nullptr) return TIER_INVALID_ARGUMENT;
+  *provider_out = &tier::reference::kProvider;
+  return host_abi_major == TIER_ABI_VERSION_MAJOR ? TIER_OK : TIER_UNSUPPORTED;
+}

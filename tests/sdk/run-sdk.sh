@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# SdkPackage tests: install the build tree into a scratch prefix and build tests/sdk/consumer
+# against it, the way a third party would.
+# Usage: run-sdk.sh MODE BUILD_DIR SOURCE_DIR
+#   abi      COMPONENTS abi with every other package's CMake config hidden (only the prefix is
+#            searched): a C and a C++ provider build with tier_add_provider, export only
+#            tier_provider_entry and pass the installed tier-conformance; asking for host under the
+#            same hiding fails on prometheus-cpp (the hiding is real)
+#   shuffle  COMPONENTS abi shuffle, hidden the same way: a program links tier::shuffle and runs
+#   host     COMPONENTS host (nothing hidden): a program links tier::host and loads the null provider
+#   default  no COMPONENTS: every target is defined, as before components existed
+set -euo pipefail
+mode=$1 build=$2 source=$3
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/tier-sdk-XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+prefix="$scratch/prefix"
+cmake --install "$build" --prefix "$prefix" >/dev/null
+
+# Only the prefix is searched for packages: prometheus-cpp's and nlohmann_json's configs (and every
+# other one on this machine) are out of sight.
+hidden=(-DCMAKE_FIND_ROOT_PATH="$prefix" -DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=ONLY
+        -DCMAKE_PREFIX_PATH=/ -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+        -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
+visible=(-DCMAKE_PREFIX_PATH="$prefix")
+
+configure() {  # configure DIR COMPONENTS FLAGS...
+  local dir=$1 components=$2
+  shift 2
+  cmake -S "$source/tests/sdk/consumer" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DTIER_SOURCE="$source" -DTIER_COMPONENTS="$components" "$@"
+}
+
+only_entry_exported() {  # only_entry_exported LIB
+  local exports
+  exports=$(nm -D --defined-only "$1" | awk '{print $3}')
+  if [ "$exports" != tier_provider_entry ]; then
+    echo "FAIL: $1 exports: $exports" >&2
+    exit 1
+  fi
+  echo "$1 exports tier_provider_entry only"
+}
+
+case "$mode" in
+  abi)
+    configure "$scratch/abi" abi "${hidden[@]}" > "$scratch/abi.log" 2>&1 || {
+      cat "$scratch/abi.log"; echo "FAIL: COMPONENTS abi needs more than the SDK"; exit 1; }
+    if grep -Eq '^(prometheus-cpp|nlohmann_json)_DIR:PATH=/' "$scratch/abi/CMakeCache.txt"; then
+      echo "FAIL: COMPONENTS abi found prometheus-cpp or nlohmann_json"; exit 1
+    fi
+    cmake --build "$scratch/abi" >/dev/null
+    only_entry_exported "$scratch/abi/libconsumer_c.so"
+    only_entry_exported "$scratch/abi/libconsumer_cxx.so"
+    "$prefix/bin/tier-conformance" --tier-plugin "$scratch/abi/libconsumer_c.so" \
+        --tier-opt capacity_bytes=268435456 --gtest_brief=1
+    "$prefix/bin/tier-conformance" --tier-plugin "$scratch/abi/libconsumer_cxx.so" \
+        --tier-opt dir={tmpdir} --gtest_brief=1
+    if configure "$scratch/host" host "${hidden[@]}" > "$scratch/host.log" 2>&1; then
+      echo "FAIL: COMPONENTS host configured with prometheus-cpp hidden: the hiding hides nothing"
+      exit 1
+    fi
+    grep -q 'prometheus-cpp' "$scratch/host.log" || {
+      cat "$scratch/host.log"; echo "FAIL: host failed, but not on prometheus-cpp"; exit 1; }
+    echo "COMPONENTS host under the same hiding fails on prometheus-cpp, as it must"
+    ;;
+  shuffle)
+    configure "$scratch/shuffle" "abi;shuffle" "${hidden[@]}" > "$scratch/shuffle.log" 2>&1 || {
+      cat "$scratch/shuffle.log"; echo "FAIL: COMPONENTS abi shuffle needs more than the SDK"; exit 1; }
+    cmake --build "$scratch/shuffle" --target consumer_shuffle >/dev/null
+    "$scratch/shuffle/consumer_shuffle"
+    ;;
+  host)
+    configure "$scratch/host" host "${visible[@]}" >/dev/null
+    cmake --build "$scratch/host" --target consumer_host >/dev/null
+    "$scratch/host/consumer_host" "$prefix/lib/tier/libtier_null.so"
+    ;;
+  default)
+    configure "$scratch/default" "" "${visible[@]}" | grep 'every component loaded'
+    ;;
+  *)
+    echo "run-sdk.sh: unknown mode '$mode'" >&2
+    exit 2
+    ;;
+esac
+echo "OK: $mode"
