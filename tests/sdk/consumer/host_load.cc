@@ -1,9 +1,9 @@
 // Links tier::host from an installed SDK: loads the provider given as argv[1], prints its name.
 #include <cstdio>
 
-#include "host_services.h"
-#include "metrics_registry.h"
-#include "plugin_loader.h"
+#include <tier/host/host_services.h>
+#include <tier/host/metrics_registry.h>
+#include <tier/host/plugin_loader.h>
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
