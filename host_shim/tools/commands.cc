@@ -169,6 +169,8 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
   if (replay_config.wait_for_scrape_s > 0 && config.metrics_addr.empty()) {
     return Fail(kExitUsage, "--wait-for-scrape needs --metrics-addr HOST:PORT");
   }
+  if (Status s = CheckReportPath(replay_config.report_json); !s.ok())
+    return Fail(kExitUsage, s.message());
   MetricsRegistry metrics;
   std::unique_ptr<MetricsServer> server;
   if (!config.metrics_addr.empty()) {
@@ -194,7 +196,7 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
   PrintReport(std::cout, run.value(), compare.get());
   if (!replay_config.report_json.empty()) {
     Status written = WriteReportJson(replay_config.report_json, run.value(), compare.get());
-    if (!written.ok()) return Fail(kExitFailed, written.message());
+    if (!written.ok()) return Fail(kExitUsage, written.message());
   }
   if (replay_config.linger && server) {
     Log(TIER_LOG_INFO, "replay done; serving /metrics until SIGINT or SIGTERM (--linger)");
