@@ -4,7 +4,7 @@
 
 #include "workload.h"
 
-namespace tier {
+namespace tier::sim {
 namespace {
 
 constexpr uint64_t kBlockTokens = 512;
@@ -90,4 +90,4 @@ Workload GenerateAgentsWorkload(const AgentsWorkloadOptions& options) {
   return workload;
 }
 
-}  // namespace tier
+}  // namespace tier::sim

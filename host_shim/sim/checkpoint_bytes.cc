@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-namespace tier {
+namespace tier::sim {
 namespace {
 
 // splitmix64: a fast, well-distributed stream from one 64-bit seed.
@@ -62,4 +62,4 @@ bool SegmentBytesMatch(const tier_key& key, tier_segment_kind kind, uint32_t ind
   return true;
 }
 
-}  // namespace tier
+}  // namespace tier::sim

@@ -11,7 +11,7 @@
 
 #include "tier_provider.h"
 
-namespace tier {
+namespace tier::sim {
 
 
 // Fills `out` with the bytes of segment (kind, index) of checkpoint `key`. Pure; any thread.
@@ -21,4 +21,4 @@ void FillSegmentBytes(const tier_key& key, tier_segment_kind kind, uint32_t inde
 bool SegmentBytesMatch(const tier_key& key, tier_segment_kind kind, uint32_t index,
                        std::span<const std::byte> data);
 
-}  // namespace tier
+}  // namespace tier::sim

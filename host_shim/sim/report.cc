@@ -1,7 +1,6 @@
 #include "report.h"
 
 #include <cstdio>
-#include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -155,11 +154,7 @@ Status WriteReportJson(const std::string& path, const ReplayReport& report,
     both["compare_null"] = ReportJson(*compare);
     doc = both;
   }
-  std::ofstream file(path);
-  if (!file) return Status(TIER_IO_ERROR, "cannot write report '" + path + "'");
-  file << doc.dump(2) << "\n";
-  if (!file) return Status(TIER_IO_ERROR, "cannot write report '" + path + "'");
-  return Status::Ok();
+  return WriteReportText(path, doc.dump(2) + "\n");
 }
 
 }  // namespace tier::sim

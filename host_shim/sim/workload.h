@@ -9,7 +9,7 @@
 
 #include <tier/status.h>
 
-namespace tier {
+namespace tier::sim {
 
 struct Request {
   uint64_t arrival_ns = 0;      // open loop: when it arrives (ignored when `after` is set)
@@ -43,9 +43,19 @@ struct AgentsWorkloadOptions {
 // seed.
 Workload GenerateAgentsWorkload(const AgentsWorkloadOptions& options);
 
+// Bounds of a Mooncake trace (checked by LoadMooncakeTrace, listed in --help).
+constexpr size_t kMaxTraceLineBytes = 1 << 20;       // one request per line, 1 MiB at most
+constexpr uint64_t kMaxTraceInputTokens = 4194304;   // input_length: 1 to 4 Mi tokens
+constexpr uint64_t kMaxTraceOutputTokens = 4194304;  // output_length: 0 to 4 Mi tokens
+constexpr size_t kMaxTraceRequests = 10000000;       // lines with a request
+constexpr uint64_t kMaxTraceHashIds = 50000000;      // hash ids over the whole trace
+
 // A Mooncake-format JSONL trace (timestamp ms, input_length, output_length, hash_ids of
-// 512-token blocks). `time_scale` stretches arrival times (2 = half the arrival rate). Each
-// request seals a checkpoint of its full blocks. INVALID_ARGUMENT naming the line otherwise.
+// 512-token blocks; other fields are ignored). `time_scale` stretches arrival times (2 = half the
+// arrival rate). Each request seals a checkpoint of its full blocks. INVALID_ARGUMENT naming the
+// file, the line, the field and the value as written otherwise (a negative, fractional or
+// out-of-range number, a hash id beyond 64 bits, a line over the bound); a directory or a device
+// as the trace is refused as such. The trace may be a pipe.
 Result<Workload> LoadMooncakeTrace(const std::string& path, double time_scale = 1.0);
 
-}  // namespace tier
+}  // namespace tier::sim

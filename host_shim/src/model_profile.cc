@@ -6,13 +6,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "profile_fields.h"
 
 namespace tier {
 namespace {
-
-using nlohmann::json;
 
 std::vector<std::string> ProfileDirs() {
   std::vector<std::string> dirs;
@@ -33,23 +32,6 @@ std::vector<std::string> ProfileDirs() {
   dirs.push_back(TIER_SOURCE_PROFILE_DIR);
 #endif
   return dirs;
-}
-
-// Reads `key` of `object` into `out`; false with a message when absent or of the wrong type.
-template <typename T>
-bool Field(const json& object, const char* key, T* out, std::string* error) {
-  auto it = object.find(key);
-  if (it == object.end()) {
-    *error = std::string("missing field '") + key + "'";
-    return false;
-  }
-  try {
-    *out = it->template get<T>();
-  } catch (const std::exception&) {
-    *error = std::string("field '") + key + "' has the wrong type";
-    return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -78,58 +60,11 @@ std::string ModelProfile::LayoutFingerprint() const {
 }
 
 Result<ModelProfile> LoadModelProfile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return Status(TIER_INVALID_ARGUMENT, "model profile '" + path + "': cannot open");
-  json doc;
-  try {
-    doc = json::parse(file);
-  } catch (const std::exception& e) {
-    return Status(TIER_INVALID_ARGUMENT, "model profile '" + path + "': not JSON: " + e.what());
-  }
-  ModelProfile p;
-  std::string error;
-  json prefill, decode, transfer, state;
-  const bool ok =
-      Field(doc, "name", &p.name, &error) && Field(doc, "model", &p.model, &error) &&
-      Field(doc, "gpu", &p.gpu, &error) && Field(doc, "kv_dtype", &p.kv_dtype, &error) &&
-      Field(doc, "tokens_per_page", &p.tokens_per_page, &error) &&
-      Field(doc, "full_attention_layers", &p.full_attention_layers, &error) &&
-      Field(doc, "kv_heads", &p.kv_heads, &error) && Field(doc, "head_dim", &p.head_dim, &error) &&
-      Field(doc, "kv_bytes_per_token", &p.kv_bytes_per_token, &error) &&
-      Field(doc, "mtp_layers", &p.mtp_layers, &error) &&
-      Field(doc, "hidden_state_bytes", &p.hidden_state_bytes, &error) &&
-      Field(doc, "state_image", &state, &error) && Field(doc, "prefill", &prefill, &error) &&
-      Field(prefill, "chunk_tokens", &p.prefill_chunk_tokens, &error) &&
-      Field(prefill, "chunk_ns", &p.prefill_chunk_ns, &error) &&
-      Field(prefill, "token_ns", &p.prefill_token_ns, &error) &&
-      Field(prefill, "attention_pair_ns", &p.attention_pair_ns, &error) &&
-      Field(doc, "decode", &decode, &error) &&
-      Field(decode, "token_ns", &p.decode_token_ns, &error) &&
-      Field(doc, "transfer", &transfer, &error) &&
-      Field(transfer, "batch_ns", &p.transfer_batch_ns, &error) &&
-      Field(transfer, "op_ns", &p.transfer_op_ns, &error) &&
-      Field(transfer, "d2h_ns_per_byte", &p.d2h_ns_per_byte, &error) &&
-      Field(transfer, "h2d_ns_per_byte", &p.h2d_ns_per_byte, &error);
-  if (!ok) return Status(TIER_INVALID_ARGUMENT, "model profile '" + path + "': " + error);
-  if (!state.is_array()) {
-    return Status(TIER_INVALID_ARGUMENT,
-                  "model profile '" + path + "': state_image must be a list");
-  }
-  for (const json& part : state) {
-    StatePart s;
-    if (!Field(part, "name", &s.name, &error) || !Field(part, "bytes", &s.bytes, &error)) {
-      return Status(TIER_INVALID_ARGUMENT, "model profile '" + path + "': state_image: " + error);
-    }
-    p.state_image.push_back(s);
-  }
-  if (p.tokens_per_page == 0 || p.full_attention_layers == 0 || p.prefill_chunk_tokens == 0 ||
-      p.kv_bytes_per_token == 0 || p.kv_bytes_per_token % p.full_attention_layers != 0) {
-    return Status(TIER_INVALID_ARGUMENT,
-                  "model profile '" + path +
-                      "': tokens_per_page, layers and chunk_tokens must be > 0 and "
-                      "kv_bytes_per_token a multiple of full_attention_layers");
-  }
-  return p;
+  auto text = ReadProfileFile(path);
+  if (!text.ok()) return text.status();
+  auto input = ParseJsonInput(text.value());
+  if (!input.ok()) return input.status().Annotate("model profile '" + path + "'");
+  return ReadModelProfile(input.value(), "model profile '" + path + "'");
 }
 
 std::string ResolveProfilePath(const std::string& name_or_path) {

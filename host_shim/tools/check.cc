@@ -34,7 +34,7 @@ class Checkpoint {
   explicit Checkpoint(const tier_key& key) : key_(key) {
     for (const CheckSegment& s : kSegments) {
       buffers_.emplace_back(s.length_bytes);
-      FillSegmentBytes(key, s.kind, s.index, buffers_.back());
+      sim::FillSegmentBytes(key, s.kind, s.index, buffers_.back());
     }
   }
   // Segment descriptors over the owned buffers (zeroed first when `for_restore`).
@@ -50,7 +50,7 @@ class Checkpoint {
   // Index of the first segment whose bytes differ from the key's, or -1.
   int FirstMismatch() const {
     for (size_t i = 0; i < buffers_.size(); ++i) {
-      if (!SegmentBytesMatch(key_, kSegments[i].kind, kSegments[i].index, buffers_[i])) {
+      if (!sim::SegmentBytesMatch(key_, kSegments[i].kind, kSegments[i].index, buffers_[i])) {
         return static_cast<int>(i);
       }
     }
@@ -105,7 +105,7 @@ int CountListed(ProviderInstance& instance, const tier_key& key, bool* manifest_
     if (std::memcmp(entry.key.bytes, key.bytes, TIER_KEY_BYTES) != 0) return true;
     ++listed;
     *manifest_ok = entry.manifest != nullptr && entry.manifest_bytes == 200 &&
-                   SegmentBytesMatch(key, TIER_SEGMENT_MANIFEST, 0,
+                   sim::SegmentBytesMatch(key, TIER_SEGMENT_MANIFEST, 0,
                                      {static_cast<const std::byte*>(entry.manifest), 200});
     return true;
   });

@@ -32,7 +32,7 @@ void OnStopSignal(int) {
 }
 
 int Fail(int code, const std::string& message) {
-  std::fprintf(stderr, "tier-host: %s\n", message.c_str());
+  std::fprintf(stderr, "tier-host: %s\n", EscapeForLog(message).c_str());
   return code;
 }
 
@@ -55,7 +55,7 @@ struct RunInputs {
   const ServerConfig* config;
   const ReplayConfig* replay;
   const ModelProfile* profile;
-  const Workload* workload;
+  const sim::Workload* workload;
   std::string plugin;
   ProviderOptions options;
   std::string namespace_id;
@@ -136,15 +136,15 @@ void WaitForSignal() {
   sigwait(&set, &signal_number);
 }
 
-Result<Workload> LoadWorkload(const ReplayConfig& replay) {
+Result<sim::Workload> LoadWorkload(const ReplayConfig& replay) {
   if (!replay.trace.empty() || replay.workload == "trace") {
     if (replay.trace.empty()) return Status::InvalidArgument("--workload trace needs --trace FILE");
-    return LoadMooncakeTrace(replay.trace, replay.trace_time_scale);
+    return sim::LoadMooncakeTrace(replay.trace, replay.trace_time_scale);
   }
-  AgentsWorkloadOptions agents;
+  sim::AgentsWorkloadOptions agents;
   agents.sessions = replay.sessions;
   agents.seed = replay.seed;
-  return GenerateAgentsWorkload(agents);
+  return sim::GenerateAgentsWorkload(agents);
 }
 
 }  // namespace
@@ -190,6 +190,9 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
       !config.namespace_id.empty()
           ? config.namespace_id
           : profile.value().LayoutFingerprint() + "/scale" + std::to_string(config.bytes_scale);
+  if (Status s = sim::CheckReportPath(replay_config.report_json); !s.ok()) {
+    return Fail(kExitUsage, s.message());
+  }
   MetricsRegistry metrics;
   std::unique_ptr<MetricsServer> server;
   if (!config.metrics_addr.empty()) {
@@ -225,7 +228,7 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
   sim::PrintReport(std::cout, run.value(), compare.get());
   if (!replay_config.report_json.empty()) {
     Status written = sim::WriteReportJson(replay_config.report_json, run.value(), compare.get());
-    if (!written.ok()) return Fail(kExitFailed, written.message());
+    if (!written.ok()) return Fail(kExitUsage, written.message());
   }
   if (replay_config.linger && server && !g_stop.load()) {
     Log(TIER_LOG_INFO, "replay done; serving /metrics until SIGINT or SIGTERM (--linger)");

@@ -2,8 +2,21 @@
 
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <cstdio>
+
+#include "flag_ranges.h"
+#include "workload.h"
 
 namespace tier {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr double kGiB = 1073741824.0;
+constexpr uint64_t kMaxBudgetMiB = uint64_t{16} << 30;  // 16 PiB: `<< 20` stays far inside 64 bits
+constexpr double kMinColdGiB = 1.0 / 1024;              // 1 MiB
+constexpr double kMaxColdGiB = 16777216;                // 16 PiB
+
+}  // namespace
 
 void AddServerFlags(CLI::App& app, ServerConfig& c) {
   app.add_option("--tier-plugin", c.tier_plugin,
@@ -20,15 +33,17 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
       ->type_name("PATH");
   app.add_option("--cold-kv-gib", c.cold_kv_gib, "Cold tier budget in GiB (logical bytes)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(NumberInRange(kMinColdGiB, kMaxColdGiB, "GiB", kGiB));
   app.add_option("--host-kv-mib", c.host_kv_mib, "Pinned Host budget for checkpoints, MiB")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(WholeInRange(0, kMaxBudgetMiB, "MiB", kMiB));
   app.add_option("--device-kv-mib", c.device_kv_mib,
                  "Device budget for parked checkpoints, MiB (simulated without a GPU)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(WholeInRange(0, kMaxBudgetMiB, "MiB", kMiB));
   app.add_option("--max-concurrency", c.max_concurrency, "Lanes decoding at once")
       ->capture_default_str()
-      ->check(CLI::Range(1u, 1024u));
+      ->check(WholeInRange(1, 1024, "lanes"));
   app.add_option("--model-profile", c.model_profile,
                  "Model/GPU profile: a shipped name or a JSON file (see --list-profiles)")
       ->capture_default_str();
@@ -39,7 +54,7 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
                  "Store and copy 1/N of every logical byte (the cost model and the report keep "
                  "logical sizes), so a laptop can replay 100k-token sessions")
       ->capture_default_str()
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+      ->check(WholeInRange(1, uint64_t{1} << 30, ""));
   app.add_option("--device", c.device,
                  "Device transfer path: auto (CUDA when a GPU is present), cpu, cuda")
       ->capture_default_str()
@@ -82,17 +97,23 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
   replay
       .add_option("--trace", c.trace,
                   "Mooncake-format JSONL (timestamp, input_length, output_length, hash_ids); "
-                  "implies --workload trace")
+                  "implies --workload trace. A regular file or a pipe; lines of at most " +
+                      std::to_string(sim::kMaxTraceLineBytes >> 20) + " MiB, input_length 1 to " +
+                      std::to_string(sim::kMaxTraceInputTokens) + " and output_length 0 to " +
+                      std::to_string(sim::kMaxTraceOutputTokens) + " tokens, at most " +
+                      std::to_string(sim::kMaxTraceRequests) + " requests")
       ->type_name("FILE");
   replay
       .add_option("--trace-time-scale", c.trace_time_scale,
                   "Stretch the trace's arrival times by this factor (2 = half the rate)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(NumberInRange(0.0001, 10000, ""));
   replay.add_option("--sessions", c.sessions, "Agent sessions to generate")
       ->capture_default_str()
-      ->check(CLI::Range(1u, 100000u));
-  replay.add_option("--seed", c.seed, "Seed of the agents generator")->capture_default_str();
+      ->check(WholeInRange(1, 100000, "sessions"));
+  replay.add_option("--seed", c.seed, "Seed of the agents generator")
+      ->capture_default_str()
+      ->check(WholeInRange(0, UINT64_MAX, ""));
   replay.add_option("--report-json", c.report_json, "Write the report as JSON to FILE")
       ->type_name("FILE");
   replay.add_flag("--compare-null", c.compare_null,
@@ -107,14 +128,14 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
                   "scraped once, so a Prometheus sees every counter start from zero")
       ->type_name("SECONDS")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(NumberInRange(0, 3600, "seconds"));
   replay
       .add_option("--prefetch-lead-s", c.prefetch_lead_s,
                   "Agents: send each turn's prefetch hint this long before the turn (the "
                   "framework saw its tool's result); 0 turns hints off")
       ->type_name("SECONDS")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(NumberInRange(0, 3600, "seconds"));
 }
 
 Result<ProviderOptions> ParseTierOpts(const std::vector<std::string>& tier_opts) {
@@ -127,6 +148,19 @@ Result<ProviderOptions> ParseTierOpts(const std::vector<std::string>& tier_opts)
     options.emplace_back(opt.substr(0, eq), opt.substr(eq + 1));
   }
   return options;
+}
+
+Result<uint64_t> ColdCapacityBytes(const ServerConfig& config) {
+  const double bytes = config.cold_kv_gib * kGiB / static_cast<double>(config.bytes_scale);
+  if (!(config.cold_kv_gib >= kMinColdGiB && config.cold_kv_gib <= kMaxColdGiB) || !(bytes >= 1)) {
+    char gib[32];
+    std::snprintf(gib, sizeof(gib), "%g", config.cold_kv_gib);
+    return Status(TIER_INVALID_ARGUMENT,
+                  std::string("--cold-kv-gib ") + gib + " with --bytes-scale " +
+                      std::to_string(config.bytes_scale) +
+                      " leaves the provider less than one byte (it stores GiB / bytes-scale)");
+  }
+  return static_cast<uint64_t>(std::floor(bytes));
 }
 
 Result<ProviderChoice> ChooseProvider(const ServerConfig& config) {
@@ -145,11 +179,10 @@ Result<ProviderChoice> ChooseProvider(const ServerConfig& config) {
       return choice;
     }
     choice.plugin = config.tier_plugin.empty() ? "disk" : config.tier_plugin;
-    const double bytes =
-        config.cold_kv_gib * 1073741824.0 / static_cast<double>(config.bytes_scale);
+    auto capacity_bytes = ColdCapacityBytes(config);
+    if (!capacity_bytes.ok()) return capacity_bytes.status();
     choice.options.emplace_back("dir", *config.cold_kv_dir);
-    choice.options.emplace_back("capacity_bytes",
-                                std::to_string(static_cast<uint64_t>(std::floor(bytes))));
+    choice.options.emplace_back("capacity_bytes", std::to_string(capacity_bytes.value()));
     return choice;
   }
   choice.plugin = config.tier_plugin.empty() ? "null" : config.tier_plugin;

@@ -65,5 +65,8 @@ struct ProviderChoice {
   ProviderOptions options;
 };
 Result<ProviderChoice> ChooseProvider(const ServerConfig& config);
+// The disk provider's capacity_bytes: --cold-kv-gib / --bytes-scale, at least one byte.
+// INVALID_ARGUMENT naming both flags otherwise. Pure.
+Result<uint64_t> ColdCapacityBytes(const ServerConfig& config);
 
 }  // namespace tier

@@ -131,7 +131,7 @@ std::vector<tier_segment> TestCheckpoint::EmptySegments() {
 
 bool TestCheckpoint::Matches() const {
   for (size_t i = 0; i < layout.size(); ++i) {
-    if (!SegmentBytesMatch(key, layout[i].kind, layout[i].index, buffers[i])) return false;
+    if (!sim::SegmentBytesMatch(key, layout[i].kind, layout[i].index, buffers[i])) return false;
   }
   return true;
 }
@@ -148,7 +148,7 @@ TestCheckpoint MakeCheckpoint(const std::string& label, std::vector<tier_segment
   checkpoint.layout = std::move(layout);
   for (const auto& s : checkpoint.layout) {
     checkpoint.buffers.emplace_back(s.length_bytes);
-    FillSegmentBytes(checkpoint.key, s.kind, s.index, checkpoint.buffers.back());
+    sim::FillSegmentBytes(checkpoint.key, s.kind, s.index, checkpoint.buffers.back());
   }
   return checkpoint;
 }

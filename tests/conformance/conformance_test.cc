@@ -286,7 +286,7 @@ TEST_P(AbiConformance, EnumerateListsExactlyWhatIsStored) {
                     if (entry->segment_count == c.layout.size() &&
                         entry->logical_bytes == c.logical_bytes() && entry->manifest != nullptr &&
                         entry->manifest_bytes == 300 &&
-                        SegmentBytesMatch(c.key, TIER_SEGMENT_MANIFEST, 0,
+                        sim::SegmentBytesMatch(c.key, TIER_SEGMENT_MANIFEST, 0,
                                           {static_cast<const std::byte*>(entry->manifest), 300})) {
                       ++s->manifest_ok;
                     }

@@ -18,8 +18,13 @@ tier_log_level GetLogLevel();
 bool ParseLogLevel(std::string_view text, tier_log_level* level);
 // Replaces where lines go (nullptr restores stderr). Not thread-safe against concurrent Log().
 void SetLogSink(LogSink sink);
-// Writes "tier: <level>: <message>" if level passes the filter. Any thread; lines never interleave.
+// Writes "tier: <level>: <message>" if level passes the filter, the message escaped by
+// EscapeForLog (so a value from a user or a provider cannot start a line of its own). Any
+// thread; lines never interleave.
 void Log(tier_log_level level, std::string_view message);
+// `text` with every control character shown: \n, \r, \t, a backslash as \\, other C0 controls,
+// DEL and UTF-8 C1 controls as \xNN per byte; everything else (UTF-8 included) unchanged. Pure.
+std::string EscapeForLog(std::string_view text);
 
 const char* LogLevelName(tier_log_level level);
 
