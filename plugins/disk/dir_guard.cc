@@ -86,7 +86,7 @@ Result<DirHandle> OpenTierDir(FileOps* ops, const std::string& path, bool allow_
   if (parts.empty())
     return Status(TIER_INVALID_ARGUMENT, "disk: directory " + quoted + " is not usable");
   int fd = ops->OpenAt(AT_FDCWD, path[0] == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-  if (fd < 0) return Status::FromErrno(-fd, "open " + quoted);
+  if (fd < 0) return ErrnoStatus(-fd, "open " + quoted);
   for (size_t i = 0; i < parts.size(); ++i) {
     const bool last = i + 1 == parts.size();
     const char* name = parts[i].c_str();
@@ -95,7 +95,7 @@ Result<DirHandle> OpenTierDir(FileOps* ops, const std::string& path, bool allow_
       const int rc = ops->MkdirAt(fd, name, 0700);
       if (rc < 0 && rc != -EEXIST) {
         ops->Close(fd);
-        return Status::FromErrno(-rc, "create directory '" + parts[i] + "' of " + quoted);
+        return ErrnoStatus(-rc, "create directory '" + parts[i] + "' of " + quoted);
       }
       next = ops->OpenAt(fd, name, last ? kDirFlags : (O_RDONLY | O_DIRECTORY | O_CLOEXEC), 0);
     }
@@ -108,7 +108,7 @@ Result<DirHandle> OpenTierDir(FileOps* ops, const std::string& path, bool allow_
                       "disk: directory " + quoted +
                           " is a symbolic link; give the real path (symlinks are refused)");
       }
-      return Status::FromErrno(-next, "open directory " + quoted);
+      return ErrnoStatus(-next, "open directory " + quoted);
     }
     ops->Close(fd);
     fd = next;
@@ -123,7 +123,7 @@ Result<DirHandle> OpenTierDir(FileOps* ops, const std::string& path, bool allow_
 
   struct stat st {};
   if (const int rc = ops->FStat(fd, &st); rc < 0)
-    return fail(Status::FromErrno(-rc, "stat " + quoted));
+    return fail(ErrnoStatus(-rc, "stat " + quoted));
   // Anyone else who can write here can plant a checkpoint that verifies (checksums are not
   // signatures) and have it served: neither other users nor the group may write.
   if (st.st_mode & (S_IWOTH | S_IWGRP)) {
@@ -140,7 +140,7 @@ Result<DirHandle> OpenTierDir(FileOps* ops, const std::string& path, bool allow_
   }
   struct statfs sfs {};
   if (const int rc = ops->FStatFs(fd, &sfs); rc < 0) {
-    return fail(Status::FromErrno(-rc, "statfs " + quoted));
+    return fail(ErrnoStatus(-rc, "statfs " + quoted));
   }
   bool foreign = false;
   handle.fs_name = FilesystemName(sfs.f_type, &foreign);
@@ -157,7 +157,7 @@ Result<DirHandle> OpenTierDir(FileOps* ops, const std::string& path, bool allow_
 
   const int lock_fd =
       ops->OpenAt(fd, kLockFileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (lock_fd < 0) return fail(Status::FromErrno(-lock_fd, "open lock file in " + quoted));
+  if (lock_fd < 0) return fail(ErrnoStatus(-lock_fd, "open lock file in " + quoted));
   handle.lock_fd = lock_fd;
   if (const int rc = ops->LockExclusive(lock_fd); rc < 0) {
     if (rc == -EWOULDBLOCK) {
@@ -169,7 +169,7 @@ Result<DirHandle> OpenTierDir(FileOps* ops, const std::string& path, bool allow_
                                         " is in use by another tier instance (" + who +
                                         "); two servers must not share a cold-tier directory"));
     }
-    return fail(Status::FromErrno(-rc, "lock " + quoted + "/LOCK"));
+    return fail(ErrnoStatus(-rc, "lock " + quoted + "/LOCK"));
   }
   // We hold the lock: record who we are for the next one to name.
   const std::string note = holder_note + "\n";
@@ -177,13 +177,13 @@ Result<DirHandle> OpenTierDir(FileOps* ops, const std::string& path, bool allow_
 
   const int qrc = ops->MkdirAt(fd, kQuarantineDirName, 0700);
   if (qrc < 0 && qrc != -EEXIST) {
-    return fail(Status::FromErrno(-qrc, "create " + quoted + "/" + kQuarantineDirName));
+    return fail(ErrnoStatus(-qrc, "create " + quoted + "/" + kQuarantineDirName));
   }
   // Corrupt files are renamed into it: a symlink there would move them out of the tier.
   const int qfd = ops->OpenAt(fd, kQuarantineDirName, kDirFlags, 0);
   if (qfd < 0) {
     return fail(Status(TIER_INVALID_ARGUMENT, "disk: " + quoted + "/" + kQuarantineDirName +
-                                                  " is not a directory (" + ErrnoText(-qfd) +
+                                                  " is not a directory (" + Status::ErrnoText(-qfd) +
                                                   "; a symbolic link?); remove it"));
   }
   ops->Close(qfd);

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "file_ops.h"
-#include "status.h"
+#include "errno_status.h"
 
 namespace tier::disk {
 

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include "check.h"
+#include "tier/check.h"
 
 #include "codec.h"
 #include "job.h"
@@ -274,7 +274,7 @@ Status DiskProvider::Remove(const tier_key* key) {
       // budget is released when it unpins.
       const int rc = ops_->UnlinkAt(dir_.dir_fd, entry->file_name.c_str(), 0);
       if (rc < 0 && rc != -ENOENT) {
-        status = Status::FromErrno(-rc, "remove: unlink '" + entry->file_name + "'");
+        status = ErrnoStatus(-rc, "remove: unlink '" + entry->file_name + "'");
       } else {
         index_.Detach(k);
       }
@@ -285,7 +285,7 @@ Status DiskProvider::Remove(const tier_key* key) {
   // the checkpoint is gone from the index and a resurrected file is whole and verified at open.
   if (status.ok() && options_.durability == Durability::kFdatasync) {
     if (const int rc = ops_->FSyncDir(dir_.dir_fd); rc < 0) {
-      Log(TIER_LOG_WARN, "disk: remove: fsync directory '" + options_.dir + "': " + ErrnoText(-rc) +
+      Log(TIER_LOG_WARN, "disk: remove: fsync directory '" + options_.dir + "': " + Status::ErrnoText(-rc) +
                              " (the removed checkpoint may reappear after a "
                              "power loss)");
     }
@@ -358,6 +358,20 @@ Status DiskProvider::PlanRestore(const tier_key* key, uint64_t predicted_prefill
   return Status::Ok();
 }
 
+Status DiskProvider::Probe(const tier_key* keys, uint32_t key_count, uint8_t* found) {
+  if (keys == nullptr || found == nullptr) {
+    return Status(TIER_INVALID_ARGUMENT, "disk: probe: NULL keys or found");
+  }
+  if (key_count == 0 || key_count > TIER_PROBE_MAX_KEYS) {
+    return Status(TIER_INVALID_ARGUMENT, "disk: probe takes 1 to " +
+                                             std::to_string(TIER_PROBE_MAX_KEYS) + " keys, got " +
+                                             std::to_string(key_count));
+  }
+  std::lock_guard lock(mu_);
+  for (uint32_t i = 0; i < key_count; ++i) found[i] = index_.Contains(ToKey(&keys[i])) ? 1 : 0;
+  return Status::Ok();
+}
+
 bool DiskProvider::QueueAccepted(std::unique_ptr<Job> job,
                                  const std::function<void(Job&)>& release) {
   {
@@ -423,7 +437,7 @@ void DiskProvider::Complete(Job* job, const Status& status, uint64_t logical_byt
   inflight_ops_.fetch_sub(1);
   done(user_data, &completion);  // no provider lock held
   std::lock_guard lock(jobs_mu_);
-  TIER_DISK_CHECK(running_jobs_ > 0);
+  TIER_CHECK(running_jobs_ > 0);
   if (--running_jobs_ == 0) jobs_cv_.notify_all();
 }
 
@@ -440,9 +454,9 @@ void DiskProvider::Quarantine(const std::string& file_name, const std::string& w
     const int unlink_rc = ops_->UnlinkAt(dir_.dir_fd, file_name.c_str(), 0);
     Log(TIER_LOG_ERROR,
         "disk: checkpoint '" + options_.dir + "/" + file_name + "' is corrupt (" + why +
-            "); could not move it aside (" + ErrnoText(-rc) + "), " +
+            "); could not move it aside (" + Status::ErrnoText(-rc) + "), " +
             (unlink_rc == 0 ? "deleted it"
-                            : "could not delete it either (" + ErrnoText(-unlink_rc) + ")"));
+                            : "could not delete it either (" + Status::ErrnoText(-unlink_rc) + ")"));
   }
   metrics_->DataLoss(where);
 }

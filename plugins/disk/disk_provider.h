@@ -24,7 +24,7 @@
 #include "metrics.h"
 #include "options.h"
 #include "staging_pool.h"
-#include "status.h"
+#include "errno_status.h"
 #include "tier_provider.h"
 #include "work_queue.h"
 
@@ -75,6 +75,8 @@ class DiskProvider {
   Status Remove(const tier_key* key);
   Status Enumerate(tier_enumerate_fn fn, void* user_data);
   Status PlanRestore(const tier_key* key, uint64_t predicted_prefill_ns, tier_plan* out);
+  // The 1.1 probe: one index lookup per key under one lock, no I/O, no stat result built.
+  Status Probe(const tier_key* keys, uint32_t key_count, uint8_t* found);
 
   // For tests and logs. Any thread.
   const IoPathInfo& io_path() const { return io_path_; }

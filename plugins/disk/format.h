@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "status.h"
+#include "errno_status.h"
 #include "tier_provider.h"
 
 namespace tier::disk {

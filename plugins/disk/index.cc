@@ -1,6 +1,6 @@
 #include "index.h"
 
-#include "check.h"
+#include "tier/check.h"
 
 namespace tier::disk {
 
@@ -13,11 +13,11 @@ std::shared_ptr<Entry> Index::Find(const KeyBytes& key) const {
 }
 
 void Index::Insert(std::shared_ptr<Entry> entry) {
-  TIER_DISK_CHECK(entry != nullptr && !entry->detached);
+  TIER_CHECK(entry != nullptr && !entry->detached);
   used_bytes_ += entry->stored_bytes;
   corrupt_.erase(entry->key);
   const bool inserted = map_.emplace(entry->key, std::move(entry)).second;
-  TIER_DISK_CHECK(inserted);
+  TIER_CHECK(inserted);
   (void)inserted;
 }
 
@@ -28,21 +28,21 @@ std::shared_ptr<Entry> Index::Detach(const KeyBytes& key) {
   map_.erase(it);
   entry->detached = true;
   if (entry->pins == 0) {
-    TIER_DISK_CHECK(used_bytes_ >= entry->stored_bytes);
+    TIER_CHECK(used_bytes_ >= entry->stored_bytes);
     used_bytes_ -= entry->stored_bytes;
   }
   return entry;
 }
 
 void Index::Pin(Entry* entry) {
-  TIER_DISK_CHECK(!entry->detached);
+  TIER_CHECK(!entry->detached);
   ++entry->pins;
 }
 
 void Index::Unpin(Entry* entry) {
-  TIER_DISK_CHECK(entry->pins > 0);
+  TIER_CHECK(entry->pins > 0);
   if (--entry->pins == 0 && entry->detached) {
-    TIER_DISK_CHECK(used_bytes_ >= entry->stored_bytes);
+    TIER_CHECK(used_bytes_ >= entry->stored_bytes);
     used_bytes_ -= entry->stored_bytes;
   }
 }
@@ -61,10 +61,10 @@ bool Index::Reserve(const KeyBytes& key, uint64_t worst_case_bytes, bool* exists
 }
 
 void Index::Unreserve(const KeyBytes& key, uint64_t worst_case_bytes) {
-  TIER_DISK_CHECK(reserved_bytes_ >= worst_case_bytes);
+  TIER_CHECK(reserved_bytes_ >= worst_case_bytes);
   reserved_bytes_ -= worst_case_bytes;
   const size_t erased = pending_.erase(key);
-  TIER_DISK_CHECK(erased == 1);
+  TIER_CHECK(erased == 1);
   (void)erased;
 }
 

@@ -43,6 +43,8 @@ class Index {
   Index(uint64_t capacity_bytes, uint64_t max_entries);
 
   std::shared_ptr<Entry> Find(const KeyBytes& key) const;
+  // Whether `key` is stored and visible (not pending, not detached).
+  bool Contains(const KeyBytes& key) const { return map_.count(key) != 0; }
   // Adds a visible entry and charges its stored bytes. The key must be absent.
   void Insert(std::shared_ptr<Entry> entry);
   // Removes the entry from the index; its bytes are released now when unpinned, else at the last

@@ -8,10 +8,10 @@
 #include <deque>
 #include <mutex>
 #include <thread>
-#include "check.h"
+#include "tier/check.h"
 
 #include "io_backend.h"
-#include "status.h"
+#include "errno_status.h"
 
 namespace tier::disk {
 namespace {
@@ -32,7 +32,7 @@ class IoUringBackend final : public IoBackend {
   bool Init(std::string* why) {
     const int rc = io_uring_queue_init(queue_depth_ + 1, &ring_, 0);  // +1 for the stop NOP
     if (rc < 0) {
-      *why = "io_uring_queue_init: " + ErrnoText(-rc);
+      *why = "io_uring_queue_init: " + Status::ErrnoText(-rc);
       return false;
     }
     ring_ready_ = true;
@@ -55,7 +55,7 @@ class IoUringBackend final : public IoBackend {
   void Submit(const IoRequest& request) override {
     Op* op = new Op{request, 0};
     std::lock_guard lock(mu_);
-    TIER_DISK_CHECK(!stopping_);
+    TIER_CHECK(!stopping_);
     if (inflight_ < queue_depth_) {
       PrepLocked(op);
       SubmitLocked();
@@ -70,7 +70,7 @@ class IoUringBackend final : public IoBackend {
     stopping_ = true;
     idle_cv_.wait(lock, [&] { return inflight_ == 0 && pending_.empty(); });
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    TIER_DISK_CHECK(sqe != nullptr);  // nothing in flight: the ring has room
+    TIER_CHECK(sqe != nullptr);  // nothing in flight: the ring has room
     io_uring_prep_nop(sqe);
     io_uring_sqe_set_data(sqe, nullptr);  // the stop token
     SubmitLocked();
@@ -82,7 +82,7 @@ class IoUringBackend final : public IoBackend {
  private:
   void PrepLocked(Op* op) {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    TIER_DISK_CHECK(sqe != nullptr);  // inflight_ < queue_depth_ keeps the SQ from filling up
+    TIER_CHECK(sqe != nullptr);  // inflight_ < queue_depth_ keeps the SQ from filling up
     IoRequest& r = op->request;
     char* buf = static_cast<char*>(r.buf) + op->done_bytes;
     const unsigned len = static_cast<unsigned>(r.len - op->done_bytes);

@@ -65,7 +65,7 @@ Status DiskProvider::RunProbe(IoBackend* backend, bool direct, double* read_bps,
       O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | (direct ? O_DIRECT : 0), 0600);
   if (fd < 0) {
     *direct_refused = direct && fd == -EINVAL;
-    return Status::FromErrno(-fd,
+    return ErrnoStatus(-fd,
                              std::string("probe: open with") + (direct ? "" : "out") + " O_DIRECT");
   }
   const uint64_t block = std::min<uint64_t>(kProbeBlockBytes, options_.chunk_bytes);
@@ -80,7 +80,7 @@ Status DiskProvider::RunProbe(IoBackend* backend, bool direct, double* read_bps,
   int64_t rc = RunBatch(backend, IoKind::kWrite, fd, buffers, block);
   if (rc < 0) {
     *direct_refused = direct && rc == -EINVAL;
-    status = Status::FromErrno(static_cast<int>(-rc), "probe: write");
+    status = ErrnoStatus(static_cast<int>(-rc), "probe: write");
   }
   if (status.ok()) {
     for (char* b : buffers) std::memset(b, 0, block);
@@ -90,7 +90,7 @@ Status DiskProvider::RunProbe(IoBackend* backend, bool direct, double* read_bps,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (rc < 0) {
       *direct_refused = direct && rc == -EINVAL;
-      status = Status::FromErrno(static_cast<int>(-rc), "probe: read");
+      status = ErrnoStatus(static_cast<int>(-rc), "probe: read");
     } else {
       for (uint32_t i = 0; i < blocks && status.ok(); ++i) {
         for (uint64_t j = 0; j < block; ++j) {

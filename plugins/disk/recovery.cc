@@ -35,7 +35,7 @@ bool ParseHexKey(const std::string& hex, KeyBytes* out) {
 Status DiskProvider::ScanDirectory() {
   std::vector<std::string> names;
   if (const int rc = ops_->ListDir(dir_.dir_fd, &names); rc < 0) {
-    return Status::FromErrno(-rc, "list '" + options_.dir + "'");
+    return ErrnoStatus(-rc, "list '" + options_.dir + "'");
   }
   constexpr size_t kTagHex = 16, kKeyHex = 2 * TIER_KEY_BYTES;
   for (const std::string& name : names) {
@@ -49,7 +49,7 @@ Status DiskProvider::ScanDirectory() {
             "disk: removed unfinished temporary file '" + options_.dir + "/" + name + "'");
       } else {
         Log(TIER_LOG_WARN, "disk: could not remove temporary file '" + options_.dir + "/" + name +
-                               "': " + ErrnoText(-rc));
+                               "': " + Status::ErrnoText(-rc));
       }
       continue;
     }
@@ -72,7 +72,7 @@ Status DiskProvider::ScanDirectory() {
                                    O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags());
     if (fd < 0) {
       Log(TIER_LOG_WARN, "disk: not serving '" + options_.dir + "/" + name +
-                             "': open: " + ErrnoText(-fd) +
+                             "': open: " + Status::ErrnoText(-fd) +
                              (fd == -ELOOP    ? " (a symbolic link)"
                               : fd == -EINVAL ? " (not a regular file)"
                                               : ""));
@@ -83,7 +83,7 @@ Status DiskProvider::ScanDirectory() {
     bool corrupt = false;
     Status status;
     if (const int rc = ops_->FStat(fd, &st); rc < 0) {
-      status = Status::FromErrno(-rc, "fstat '" + name + "'");
+      status = ErrnoStatus(-rc, "fstat '" + name + "'");
     } else if (!S_ISREG(st.st_mode)) {
       status = Status(TIER_IO_ERROR, "disk: '" + name + "' is not a regular file");
     } else {

@@ -72,7 +72,7 @@ void RestoreReadDone(void* ctx, int64_t result) {
   auto* op = static_cast<RestoreChunk*>(ctx);
   if (result < 0) {
     op->window->Fail(
-        Status::FromErrno(static_cast<int>(-result), "restore: read " + ChunkName(op)));
+        ErrnoStatus(static_cast<int>(-result), "restore: read " + ChunkName(op)));
     FinishChunk(op);
     return;
   }
@@ -100,7 +100,7 @@ Status DiskProvider::ReadHeader(int fd, Header* header, bool* corrupt) {
   AlignedBuffer first = AllocateAligned(kBlockBytes);
   int64_t n = SyncIo(backend_.get(),
                      IoRequest{IoKind::kRead, fd, first.get(), kBlockBytes, 0, nullptr, nullptr});
-  if (n < 0) return Status::FromErrno(static_cast<int>(-n), "read header");
+  if (n < 0) return ErrnoStatus(static_cast<int>(-n), "read header");
   ParseError error;
   uint64_t header_bytes = 0;
   if (!PeekHeaderBytes({first.get(), static_cast<size_t>(n)}, &header_bytes, &error)) {
@@ -114,7 +114,7 @@ Status DiskProvider::ReadHeader(int fd, Header* header, bool* corrupt) {
     whole = AllocateAligned(region);
     n = SyncIo(backend_.get(),
                IoRequest{IoKind::kRead, fd, whole.get(), region, 0, nullptr, nullptr});
-    if (n < 0) return Status::FromErrno(static_cast<int>(-n), "read header");
+    if (n < 0) return ErrnoStatus(static_cast<int>(-n), "read header");
     bytes = whole.get();
   }
   if (static_cast<uint64_t>(n) < header_bytes) {
@@ -189,7 +189,7 @@ Status DiskProvider::Restore(const tier_key* key, const tier_segment* segments,
         return Status(TIER_DATA_LOSS, "disk: restore: checkpoint file '" + entry->file_name +
                                           "' vanished; the entry is gone");
       }
-      return refuse(TIER_IO_ERROR, "open '" + entry->file_name + "': " + ErrnoText(-fd));
+      return refuse(TIER_IO_ERROR, "open '" + entry->file_name + "': " + Status::ErrnoText(-fd));
     }
     index_.Pin(entry.get());
     job->entry = std::move(entry);
@@ -223,7 +223,7 @@ void DiskProvider::RunRestore(Job* job) {
     struct stat st {};
     if (status.ok()) {
       if (const int rc = ops_->FStat(job->fd, &st); rc < 0) {
-        status = Status::FromErrno(-rc, "restore: fstat '" + entry->file_name + "'");
+        status = ErrnoStatus(-rc, "restore: fstat '" + entry->file_name + "'");
       }
     }
     if (status.ok()) {

@@ -40,7 +40,7 @@ void SpillWriteDone(void* ctx, int64_t result) {
   auto* op = static_cast<SpillChunk*>(ctx);
   DiskProvider::ChunkWindow* window = op->window;
   if (result < 0) {
-    window->Fail(Status::FromErrno(static_cast<int>(-result), "write '" + *op->temp_name + "'"));
+    window->Fail(ErrnoStatus(static_cast<int>(-result), "write '" + *op->temp_name + "'"));
   } else if (static_cast<uint64_t>(result) != op->write_len) {
     window->Fail(Status(TIER_IO_ERROR, "disk: short write to '" + *op->temp_name +
                                            "': " + std::to_string(result) + " of " +
@@ -268,7 +268,7 @@ void DiskProvider::RunSpill(Job* job) {
     fd = ops_->OpenAt(dir_.dir_fd, temp.c_str(),
                       O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | OpenFlags(), 0600);
     if (fd < 0)
-      status = Status::FromErrno(-fd, "spill: create '" + options_.dir + "/" + temp + "'");
+      status = ErrnoStatus(-fd, "spill: create '" + options_.dir + "/" + temp + "'");
     else
       temp_exists = true;
   }
@@ -278,7 +278,7 @@ void DiskProvider::RunSpill(Job* job) {
     // ext4 would serialize, one direct write at a time. Filesystems without fallocate just write.
     const int rc = ops_->FAllocate(fd, job->worst_case_bytes);
     if (rc == -ENOSPC || rc == -EDQUOT) {
-      status = Status::FromErrno(-rc, "spill: fallocate '" + options_.dir + "/" + temp + "'");
+      status = ErrnoStatus(-rc, "spill: fallocate '" + options_.dir + "/" + temp + "'");
     }
   }
 
@@ -347,7 +347,7 @@ void DiskProvider::RunSpill(Job* job) {
       const int64_t n = SyncIo(backend_.get(), IoRequest{IoKind::kWrite, fd, buffer.get(),
                                                          header.data_offset, 0, nullptr, nullptr});
       if (n < 0) {
-        status = Status::FromErrno(static_cast<int>(-n), "spill: write header of '" + temp + "'");
+        status = ErrnoStatus(static_cast<int>(-n), "spill: write header of '" + temp + "'");
       } else if (static_cast<uint64_t>(n) != header.data_offset) {
         status = Status(TIER_IO_ERROR, "disk: spill: short header write to '" + temp + "'");
       }
@@ -357,12 +357,12 @@ void DiskProvider::RunSpill(Job* job) {
   }
   if (status.ok()) {
     if (const int rc = ops_->FTruncate(fd, header.file_bytes); rc < 0) {
-      status = Status::FromErrno(-rc, "spill: ftruncate '" + temp + "'");
+      status = ErrnoStatus(-rc, "spill: ftruncate '" + temp + "'");
     }
   }
   if (status.ok() && options_.durability == Durability::kFdatasync) {
     if (const int rc = ops_->FDataSync(fd); rc < 0) {
-      status = Status::FromErrno(-rc, "spill: fdatasync '" + temp + "'");
+      status = ErrnoStatus(-rc, "spill: fdatasync '" + temp + "'");
     }
   }
   if (fd >= 0) ops_->Close(fd);
@@ -372,19 +372,19 @@ void DiskProvider::RunSpill(Job* job) {
     std::lock_guard lock(mu_);
     const int rc = ops_->RenameNoReplace(dir_.dir_fd, temp.c_str(), final_name.c_str());
     if (rc < 0) {
-      status = Status::FromErrno(-rc, "spill: rename '" + temp + "' to '" + final_name + "'");
+      status = ErrnoStatus(-rc, "spill: rename '" + temp + "' to '" + final_name + "'");
     } else {
       temp_exists = false;
     }
   }
   if (status.ok() && options_.durability == Durability::kFdatasync) {
     if (const int rc = ops_->FSyncDir(dir_.dir_fd); rc < 0) {
-      status = Status::FromErrno(-rc, "spill: fsync directory '" + options_.dir + "'");
+      status = ErrnoStatus(-rc, "spill: fsync directory '" + options_.dir + "'");
       std::lock_guard lock(mu_);
       const int unlink_rc = ops_->UnlinkAt(dir_.dir_fd, final_name.c_str(), 0);
       if (unlink_rc < 0) {
         Log(TIER_LOG_ERROR, "disk: could not remove unsynced '" + final_name + "': " +
-                                ErrnoText(-unlink_rc) + " (it is verified again at next open)");
+                                Status::ErrnoText(-unlink_rc) + " (it is verified again at next open)");
       }
     }
   }
@@ -392,7 +392,7 @@ void DiskProvider::RunSpill(Job* job) {
     const int rc = ops_->UnlinkAt(dir_.dir_fd, temp.c_str(), 0);
     if (rc < 0) {
       Log(TIER_LOG_WARN, "disk: could not remove temporary '" + options_.dir + "/" + temp +
-                             "': " + ErrnoText(-rc) + " (removed at next open)");
+                             "': " + Status::ErrnoText(-rc) + " (removed at next open)");
     }
   }
 

@@ -4,7 +4,7 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-#include "check.h"
+#include "tier/check.h"
 
 #include "io_backend.h"
 
@@ -23,7 +23,7 @@ class ThreadBackend final : public IoBackend {
   void Submit(const IoRequest& request) override {
     {
       std::lock_guard lock(mu_);
-      TIER_DISK_CHECK(!stopping_);
+      TIER_CHECK(!stopping_);
       queue_.push_back(request);
     }
     cv_.notify_one();

@@ -43,7 +43,10 @@ TEST_F(DiskAbi, TableAndVersions) {
   EXPECT_STREQ(table_->name, "disk");
   const tier_provider* other = nullptr;
   EXPECT_EQ(entry_(TIER_ABI_VERSION_MAJOR + 1, 0, host_.services(), &other), TIER_UNSUPPORTED);
-  EXPECT_EQ(other, nullptr);
+  // Set on a major mismatch too, so that the host can name both versions in its error.
+  ASSERT_EQ(other, table_);
+  EXPECT_EQ(other->abi_major, TIER_ABI_VERSION_MAJOR);
+  EXPECT_EQ(other->abi_minor, TIER_ABI_VERSION_MINOR);
   EXPECT_EQ(entry_(TIER_ABI_VERSION_MAJOR, TIER_ABI_VERSION_MINOR + 5, host_.services(), &other),
             TIER_OK);
 }

@@ -688,12 +688,12 @@ TEST(DiskPlugin, ForeignNamespaceIsIgnoredAndKept) {
     RestoreTarget t = MakeTarget(cp);
     EXPECT_EQ(RestoreSync(*p, MakeKey(80), t).status, TIER_NOT_FOUND);
     int count = 0;
-    p->Enumerate(
+    EXPECT_TRUE(p->Enumerate(
         [](void* u, const tier_entry*) -> int32_t {
           ++*static_cast<int*>(u);
           return 0;
         },
-        &count);
+        &count).ok());
     EXPECT_EQ(count, 0);
     // The same key in namespace B is a different checkpoint.
     Checkpoint other = StandardCheckpoint(81, 1);

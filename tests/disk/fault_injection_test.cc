@@ -33,7 +33,7 @@ struct Rig {
   tier_stats Stats() {
     tier_stats s{};
     s.struct_size = sizeof(s);
-    p->Stats(&s);
+    EXPECT_TRUE(p->Stats(&s).ok());
     return s;
   }
 

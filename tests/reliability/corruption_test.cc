@@ -255,7 +255,7 @@ TEST_P(Corruption, EveryRegionDamagedWhileOpenIsDataLossAtRestore) {
   EXPECT_EQ(ListDir(dir + "/quarantine").size(), detected) << "each moved aside, none deleted";
   tier_stats st{};
   st.struct_size = sizeof(st);
-  p.Stats(&st);
+  EXPECT_TRUE(p.Stats(&st).ok());
   EXPECT_EQ(st.entries, cases.size() - detected);
   EXPECT_EQ(st.used_bytes, SumCheckpointFileBytes(dir));
 }
@@ -281,7 +281,7 @@ TEST_P(Corruption, EveryRegionDamagedWhileClosedIsCaughtAtReopen) {
     std::set<uint64_t> seeds;
     int wrong = 0;
   } seen;
-  p.Enumerate(
+  EXPECT_TRUE(p.Enumerate(
       [](void* u, const tier_entry* e) -> int32_t {
         auto* s = static_cast<Seen*>(u);
         uint64_t seed = 0;
@@ -300,7 +300,7 @@ TEST_P(Corruption, EveryRegionDamagedWhileClosedIsCaughtAtReopen) {
         s->seeds.insert(seed);
         return 0;
       },
-      &seen);
+      &seen).ok());
   EXPECT_EQ(seen.wrong, 0) << "enumerate offered a damaged identity, table or manifest";
   uint64_t detected = 0, not_adopted = 0;
   for (const Case& c : cases) {

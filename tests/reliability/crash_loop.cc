@@ -112,7 +112,7 @@ std::string VerifyAfterKill(const CrashLoopConfig& config) {
   }
   tier_stats st{};
   st.struct_size = sizeof(st);
-  p.Stats(&st);
+  if (!p.Stats(&st).ok()) why << "stats failed; ";
   if (st.used_bytes != SumCheckpointFileBytes(dir)) {
     why << "used_bytes " << st.used_bytes << " but the files hold " << SumCheckpointFileBytes(dir)
         << "; ";
@@ -124,7 +124,7 @@ std::string VerifyAfterKill(const CrashLoopConfig& config) {
     uint64_t max_segment_bytes;
     int foreign = 0;
   } seen{{}, config.max_segment_bytes, 0};
-  p.Enumerate(
+  if (!p.Enumerate(
       [](void* user, const tier_entry* e) -> int32_t {
         auto* s = static_cast<Seen*>(user);
         uint64_t seed = 0;
@@ -139,7 +139,7 @@ std::string VerifyAfterKill(const CrashLoopConfig& config) {
         s->problems[seed] = problem;
         return 0;
       },
-      &seen);
+      &seen).ok()) why << "enumerate failed; ";
   if (seen.foreign) why << seen.foreign << " enumerated keys were never written by the worker; ";
   for (const auto& [seed, problem] : seen.problems) {
     const auto it = journal.find(seed);

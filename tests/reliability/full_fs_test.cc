@@ -62,7 +62,7 @@ void CheckConsistent(DiskProvider& p, const std::string& dir, uint64_t first, ui
                      Report* r) {
   tier_stats st{};
   st.struct_size = sizeof(st);
-  p.Stats(&st);
+  if (!p.Stats(&st).ok()) r->Fail("stats failed");
   if (st.used_bytes != SumCheckpointFileBytes(dir)) r->Fail("used_bytes differs from the files");
   if (st.inflight_ops != 0) r->Fail("operations still in flight");
   for (const std::string& n : ListDir(dir)) {
