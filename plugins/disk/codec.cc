@@ -28,8 +28,6 @@ Contexts& ThreadContexts() {
   return contexts;
 }
 
-constexpr uint64_t kSampleBytes = 64 << 10;
-
 std::span<uint8_t> Scratch(uint64_t bytes) {
   std::vector<uint8_t>& scratch = ThreadContexts().scratch;
   if (scratch.size() < bytes) scratch.resize(bytes);
@@ -67,19 +65,10 @@ uint64_t CompressPlanes(std::span<const uint8_t> planes, uint32_t element, std::
   return out.pos;
 }
 
-// Sample windows of a segment, 4-byte aligned so byte planes line up as in whole chunks.
-std::vector<std::span<const uint8_t>> Samples(std::span<const uint8_t> segment) {
-  if (segment.size() <= 3 * kSampleBytes) return {segment};
-  const uint64_t middle = (segment.size() / 2 - kSampleBytes / 2) & ~uint64_t{3};
-  const uint64_t last = (segment.size() - kSampleBytes) & ~uint64_t{3};
-  return {segment.subspan(0, kSampleBytes), segment.subspan(middle, kSampleBytes),
-          segment.subspan(last, kSampleBytes)};
-}
-
 }  // namespace
 
-uint64_t Checksum(std::span<const uint8_t> bytes) {
-  return XXH3_64bits(bytes.data(), bytes.size());
+uint64_t Checksum(std::span<const uint8_t> bytes, uint64_t seed) {
+  return XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed);
 }
 
 uint64_t CompressChunk(std::span<const uint8_t> src, std::span<uint8_t> dst, int level) {
@@ -115,65 +104,6 @@ bool DecompressChunkAs(uint32_t codec, std::span<const uint8_t> frame, std::span
   std::span<uint8_t> planes = Scratch(dst.size());
   return DecompressChunk(frame, planes) &&
          shuffle::ByteUnshuffle(std::as_bytes(planes), std::as_writable_bytes(dst), element).ok();
-}
-
-CodecChoice ChooseCodec(std::span<const uint8_t> segment, int level, bool require_gain,
-                        double min_decompress_bps) {
-  CodecChoice choice;
-  if (segment.size() < 4096) {
-    choice.reason = "under 4 KiB";
-    return choice;
-  }
-  const std::vector<std::span<const uint8_t>> samples = Samples(segment);
-  uint64_t sampled = 0;
-  for (const auto& sample : samples) sampled += sample.size();
-  std::vector<std::vector<uint8_t>> best_frames;
-  uint64_t best_bytes = UINT64_MAX;
-  uint32_t best_codec = kCodecZstd;
-  for (uint32_t codec : {kCodecZstd, kCodecZstdShuffle2, kCodecZstdShuffle4}) {
-    std::vector<std::vector<uint8_t>> frames;
-    uint64_t total = 0;
-    for (const auto& sample : samples) {
-      std::vector<uint8_t> frame(ZSTD_compressBound(sample.size()));
-      frame.resize(CompressChunkAs(codec, sample, frame, level));
-      total += frame.empty() ? sample.size() : frame.size();
-      frames.push_back(std::move(frame));
-    }
-    if (total < best_bytes) {
-      best_bytes = total;
-      best_codec = codec;
-      best_frames = std::move(frames);
-    }
-  }
-  choice.sample_ratio = static_cast<double>(sampled) / static_cast<double>(best_bytes);
-  if (require_gain && best_bytes * 10 > sampled * 9) {
-    choice.reason = "saves under 10%";
-    return choice;
-  }
-  if (min_decompress_bps <= 0) {
-    choice.codec = best_codec;
-    return choice;
-  }
-  // Decompression speed of the winner: the faster of two passes over its samples.
-  double best_s = 0;
-  std::vector<uint8_t> out_buffer(kSampleBytes * 3);
-  for (int pass = 0; pass < 2; ++pass) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < samples.size(); ++i) {
-      if (best_frames[i].empty()) continue;  // stored raw
-      std::span<uint8_t> out = std::span(out_buffer).first(samples[i].size());
-      if (!DecompressChunkAs(best_codec, best_frames[i], out)) return choice;
-    }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (pass == 0 || s < best_s) best_s = s;
-  }
-  choice.decompress_bps = best_s > 0 ? static_cast<double>(sampled) / best_s : 1e12;
-  if (choice.decompress_bps < min_decompress_bps) {
-    choice.reason = "decompresses slower than the disk reads";
-    return choice;
-  }
-  choice.codec = best_codec;
-  return choice;
 }
 
 double ProbeDecompressBytesPerSecond(int level) {

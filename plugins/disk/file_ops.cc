@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -29,6 +30,19 @@ int PosixFileOps::OpenAt(int dirfd, const char* name, int flags, mode_t mode) {
 
 int FileOps::FAllocate(int fd, uint64_t length) {
   return RetryEintr([&] { return ::fallocate(fd, 0, 0, static_cast<off_t>(length)); });
+}
+
+int FileOps::FChmod(int fd, mode_t mode) {
+  return RetryEintr([&] { return ::fchmod(fd, mode); });
+}
+
+int FileOps::TouchModificationTime(int fd) {
+  const timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+  return RetryEintr([&] { return ::futimens(fd, times); });
+}
+
+int FileOps::LStatAt(int dirfd, const char* name, struct stat* out) {
+  return RetryEintr([&] { return ::fstatat(dirfd, name, out, AT_SYMLINK_NOFOLLOW); });
 }
 
 int PosixFileOps::Close(int fd) {

@@ -36,11 +36,18 @@ class FileOps {
   virtual int ListDir(int dirfd, std::vector<std::string>* names) = 0;
   // flock(2) with LOCK_EX | LOCK_NB.
   virtual int LockExclusive(int fd) = 0;
+  // The calls below are not pure: test doubles inherit the real ones.
   // fallocate(2), mode 0, over [0, length): reserves the blocks and sets the file size, so that
   // direct writes into the file do not extend it (ext4 serializes size-extending O_DIRECT
-  // writes). -EOPNOTSUPP where the filesystem cannot. Not pure: test doubles inherit the real
-  // call.
+  // writes). -EOPNOTSUPP where the filesystem cannot.
   virtual int FAllocate(int fd, uint64_t length);
+  // fchmod(2): a spill's temporary file is set to exactly 0600 whatever the umask.
+  virtual int FChmod(int fd, mode_t mode);
+  // futimens(2) with the modification time set to now (the access time left alone): records the
+  // last completed restore of a checkpoint where it survives a restart.
+  virtual int TouchModificationTime(int fd);
+  // fstatat(2) with AT_SYMLINK_NOFOLLOW: what stands under `name` (a link is not followed).
+  virtual int LStatAt(int dirfd, const char* name, struct stat* out);
 };
 
 // The real thing: thin wrappers over the system calls, EINTR retried.

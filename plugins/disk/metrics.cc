@@ -144,6 +144,34 @@ void DiskMetrics::SetUsage(uint64_t used, uint64_t capacity, uint64_t entries) {
 void DiskMetrics::DataLoss(DataLossWhere where) {
   Add(data_loss_[static_cast<int>(where)], 1);
 }
+const char* QuarantineReasonName(QuarantineReason reason) {
+  switch (reason) {
+    case QuarantineReason::kCorrupt:
+      return "corrupt";
+    case QuarantineReason::kStuckName:
+      return "stuck_name";
+    case QuarantineReason::kNotOwned:
+      return "not_owned";
+  }
+  return "?";
+}
+
+void DiskMetrics::Quarantined(QuarantineReason reason) {
+  if (!has_metrics_) return;
+  std::call_once(quarantined_once_, [&] {
+    const char* labels[] = {"provider", "reason"};
+    tier_metric_family* family = host_->metric_family(
+        host_->host_context, TIER_METRIC_COUNTER, kQuarantinedMetric,
+        "Cold-tier files moved into quarantine/ (or removed): corrupt, a stuck name, not owned",
+        labels, 2, nullptr, 0);
+    for (int r = 0; r < kQuarantineReasons; ++r) {
+      const char* values[2] = {kProvider, QuarantineReasonName(static_cast<QuarantineReason>(r))};
+      quarantined_[r] = Series(family, values, 2);
+    }
+  });
+  Add(quarantined_[static_cast<int>(reason)], 1);
+}
+
 void DiskMetrics::SetIoPath(const char* path) {
   for (size_t i = 0; i < io_path_.size(); ++i) {
     Set(io_path_[i], std::strcmp(kIoPaths[i], path) == 0 ? 1.0 : 0.0);

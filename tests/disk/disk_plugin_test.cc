@@ -562,9 +562,12 @@ TEST(DiskPlugin, FlippedByteInEveryRegionIsDataLossNeverWrongBytes) {
     good.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     ::unlink(pristine.c_str());
   }
-  auto restore_file = [&] {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(good.data()), good.size());
+  auto restore_file = [&] {  // as the provider wrote it: the bytes, and mode 0600
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(good.data()), good.size());
+    }
+    ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
   };
   int region_index = 0;
   for (const Region& r : regions) {

@@ -181,7 +181,7 @@ TEST(DiskFormat, RandomGarbageNeverParsesAndNeverCrashes) {
 
 TEST(DiskFormat, NewerVersionIsUnsupportedNotCorrupt) {
   std::vector<uint8_t> bytes = Encode(SampleHeader());
-  bytes[8] = 2;
+  bytes[8] = kFormatVersion + 1;
   Header out;
   ParseError error;
   EXPECT_FALSE(ParseHeader(bytes, &out, &error));
