@@ -48,6 +48,54 @@ bool CompressedRestoresLag(const RestoreEstimator& estimator) {
 
 }  // namespace
 
+namespace {
+
+// The zstd codec whose frames of `samples` are smallest: its frames (empty where a sample did
+// not compress) and their total length (raw length counted for those).
+struct SampleWinner {
+  uint32_t codec = kCodecZstd;
+  uint64_t stored_bytes = UINT64_MAX;
+  std::vector<std::vector<uint8_t>> frames;
+};
+
+SampleWinner CompressSamples(const std::vector<std::span<const uint8_t>>& samples, int level) {
+  SampleWinner best;
+  for (uint32_t codec : {kCodecZstd, kCodecZstdShuffle2, kCodecZstdShuffle4}) {
+    std::vector<std::vector<uint8_t>> frames;
+    uint64_t stored_bytes = 0;
+    for (const auto& sample : samples) {
+      std::vector<uint8_t> frame(ZSTD_compressBound(sample.size()));
+      frame.resize(CompressChunkAs(codec, sample, frame, level));
+      stored_bytes += frame.empty() ? sample.size() : frame.size();
+      frames.push_back(std::move(frame));
+    }
+    if (stored_bytes < best.stored_bytes) best = {codec, stored_bytes, std::move(frames)};
+  }
+  return best;
+}
+
+// How fast the winner's frames decompress on this thread: the faster of two passes over the
+// samples, in sampled bytes per second; < 0 when a frame does not decompress.
+double DecompressBytesPerSecond(const std::vector<std::span<const uint8_t>>& samples,
+                                const SampleWinner& winner, uint64_t sampled_bytes) {
+  double best_seconds = 0;
+  std::vector<uint8_t> out_buffer(kSampleBytes * 3);
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < samples.size(); ++i) {
+      if (winner.frames[i].empty()) continue;  // stored raw
+      std::span<uint8_t> out = std::span(out_buffer).first(samples[i].size());
+      if (!DecompressChunkAs(winner.codec, winner.frames[i], out)) return -1;
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (pass == 0 || seconds < best_seconds) best_seconds = seconds;
+  }
+  return best_seconds > 0 ? static_cast<double>(sampled_bytes) / best_seconds : 1e12;
+}
+
+}  // namespace
+
 CodecChoice ChooseCodec(std::span<const uint8_t> segment, int level, bool require_gain,
                         double min_decompress_bytes_per_second) {
   CodecChoice choice;
@@ -56,56 +104,24 @@ CodecChoice ChooseCodec(std::span<const uint8_t> segment, int level, bool requir
     return choice;
   }
   const std::vector<std::span<const uint8_t>> samples = Samples(segment);
-  uint64_t sampled = 0;
-  for (const auto& sample : samples) sampled += sample.size();
-  std::vector<std::vector<uint8_t>> best_frames;
-  uint64_t best_bytes = UINT64_MAX;
-  uint32_t best_codec = kCodecZstd;
-  for (uint32_t codec : {kCodecZstd, kCodecZstdShuffle2, kCodecZstdShuffle4}) {
-    std::vector<std::vector<uint8_t>> frames;
-    uint64_t total = 0;
-    for (const auto& sample : samples) {
-      std::vector<uint8_t> frame(ZSTD_compressBound(sample.size()));
-      frame.resize(CompressChunkAs(codec, sample, frame, level));
-      total += frame.empty() ? sample.size() : frame.size();
-      frames.push_back(std::move(frame));
-    }
-    if (total < best_bytes) {
-      best_bytes = total;
-      best_codec = codec;
-      best_frames = std::move(frames);
-    }
-  }
-  choice.sample_ratio = static_cast<double>(sampled) / static_cast<double>(best_bytes);
-  if (require_gain && best_bytes * 10 > sampled * 9) {
+  uint64_t sampled_bytes = 0;
+  for (const auto& sample : samples) sampled_bytes += sample.size();
+  const SampleWinner winner = CompressSamples(samples, level);
+  choice.sample_ratio =
+      static_cast<double>(sampled_bytes) / static_cast<double>(winner.stored_bytes);
+  if (require_gain && winner.stored_bytes * 10 > sampled_bytes * 9) {
     choice.reason = "saves under 10%";
     return choice;
   }
-  if (min_decompress_bytes_per_second <= 0) {
-    choice.codec = best_codec;
-    return choice;
-  }
-  // Decompression speed of the winner: the faster of two passes over its samples.
-  double best_seconds = 0;
-  std::vector<uint8_t> out_buffer(kSampleBytes * 3);
-  for (int pass = 0; pass < 2; ++pass) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < samples.size(); ++i) {
-      if (best_frames[i].empty()) continue;  // stored raw
-      std::span<uint8_t> out = std::span(out_buffer).first(samples[i].size());
-      if (!DecompressChunkAs(best_codec, best_frames[i], out)) return choice;
+  if (min_decompress_bytes_per_second > 0) {
+    choice.decompress_bytes_per_second = DecompressBytesPerSecond(samples, winner, sampled_bytes);
+    if (choice.decompress_bytes_per_second < 0) return choice;  // a sample frame did not decode
+    if (choice.decompress_bytes_per_second < min_decompress_bytes_per_second) {
+      choice.reason = "decompresses slower than the disk reads";
+      return choice;
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (pass == 0 || seconds < best_seconds) best_seconds = seconds;
   }
-  choice.decompress_bytes_per_second =
-      best_seconds > 0 ? static_cast<double>(sampled) / best_seconds : 1e12;
-  if (choice.decompress_bytes_per_second < min_decompress_bytes_per_second) {
-    choice.reason = "decompresses slower than the disk reads";
-    return choice;
-  }
-  choice.codec = best_codec;
+  choice.codec = winner.codec;
   return choice;
 }
 

@@ -102,6 +102,9 @@ class DiskProvider {
   Status SelectIoPath();  // probe.cc
   Status RunProbe(IoBackend* backend, bool direct, double* read_bytes_per_second,
                   bool* direct_refused);
+  void UseIoPath(std::unique_ptr<IoBackend> backend, bool direct, double read_bytes_per_second,
+                 const std::string& failures);
+  void UseUnprobedPathOnFullFilesystem(const std::string& failures);
   void LogOpened();
   Status ReadHeader(int fd, Header* header, bool* corrupt);  // restore.cc
 
@@ -110,6 +113,7 @@ class DiskProvider {
   void ScanName(const std::string& name);
   void RemoveLeftover(const std::string& name);
   void AdoptCheckpoint(const std::string& name, const KeyBytes& key);
+  void RejectAtOpen(const std::string& name, const Status& status, bool corrupt);
 
   // spill.cc: after a spill failed NO_SPACE on the filesystem, spills are refused at submit while
   // the filesystem has less free space than their worst case (one fstatfs, no file, no job).
@@ -122,8 +126,18 @@ class DiskProvider {
   bool QueueAccepted(std::unique_ptr<Job> job, const std::function<void(Job&)>& release);
   // Runner thread: runs the job's pipeline, logs its failure (folded by failures_), completes it.
   void RunJob(Job* job);
-  JobOutcome RunSpill(Job* job);    // spill.cc
+  JobOutcome RunSpill(Job* job);  // spill.cc
+  // Under mu_: the in-flight bound and the budget reservation of an accepted spill (the refusal
+  // message without the "disk: spill: " prefix).
+  Status AcceptSpill(const Job& job);
   JobOutcome RunRestore(Job* job);  // restore.cc
+  // Under mu_: opens the checkpoint file of an accepted restore and pins its entry; a file
+  // deleted behind the provider's back drops the entry. Refusals go through `refuse`.
+  Status OpenForRestore(Job* job, std::shared_ptr<Entry> entry,
+                        const std::function<Status(tier_status, const std::string&)>& refuse);
+  void RecordUse(int fd, Entry* entry);
+  void DropDamaged(const Job& job, const std::shared_ptr<Entry>& entry, const RestoreRun& run,
+                   JobOutcome* outcome);
   void LogOutcome(const Job& job, const JobOutcome& outcome);
   void Complete(Job* job, const JobOutcome& outcome);
 

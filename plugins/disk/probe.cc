@@ -110,6 +110,42 @@ Status DiskProvider::RunProbe(IoBackend* backend, bool direct, double* read_byte
   return status;
 }
 
+void DiskProvider::UseIoPath(std::unique_ptr<IoBackend> backend, bool direct,
+                             double read_bytes_per_second, const std::string& failures) {
+  io_path_.io_uring = std::string(backend->name()) == "io_uring";
+  io_path_.direct = direct;
+  io_path_.label = io_path_.io_uring
+                       ? (direct ? TIER_IO_PATH_IO_URING_DIRECT : TIER_IO_PATH_IO_URING_BUFFERED)
+                       : (direct ? TIER_IO_PATH_THREADS_DIRECT : TIER_IO_PATH_THREADS_BUFFERED);
+  // Buffered reads of a file just written come from the page cache: do not believe them.
+  io_path_.probe_read_bytes_per_second =
+      direct ? read_bytes_per_second : std::min(read_bytes_per_second, 1e9);
+  backend_ = std::move(backend);
+  if (!failures.empty()) {
+    Log(TIER_LOG_WARN, "disk: fell back to " + std::string(io_path_.label) + " after: " + failures);
+  }
+}
+
+// A full filesystem says nothing about the I/O path. Refusing to open would make every checkpoint
+// already stored here unreachable after a restart on a full disk; open instead on the buffered
+// path (it works on every local filesystem), untested: restores work, spills answer NO_SPACE until
+// space is freed, and the next open probes again.
+void DiskProvider::UseUnprobedPathOnFullFilesystem(const std::string& failures) {
+  std::string why;
+  backend_ = seams_.disable_io_uring ? nullptr : MakeIoUringBackend(options_.queue_depth, &why);
+  if (backend_) backend_->RegisterBuffer(pool_->base(), pool_->total_bytes());
+  if (!backend_) backend_ = MakeThreadBackend(options_.io_threads, ops_);
+  io_path_.io_uring = std::string(backend_->name()) == "io_uring";
+  io_path_.direct = false;
+  io_path_.label =
+      io_path_.io_uring ? TIER_IO_PATH_IO_URING_BUFFERED : TIER_IO_PATH_THREADS_BUFFERED;
+  io_path_.probe_read_bytes_per_second = 0.5e9;  // a guess until restores measure it
+  filesystem_full_.store(true);
+  Log(TIER_LOG_WARN, "disk: the filesystem of '" + options_.dir + "' is full (" + failures +
+                         "); using " + io_path_.label +
+                         " without a probe; spills answer no_space until space is freed");
+}
+
 Status DiskProvider::SelectIoPath() {
   std::string uring_why;
   std::unique_ptr<IoBackend> uring;
@@ -137,19 +173,7 @@ Status DiskProvider::SelectIoPath() {
       const Status status =
           RunProbe(backend.get(), direct != 0, &read_bytes_per_second, &direct_refused);
       if (status.ok()) {
-        io_path_.io_uring = use_uring != 0;
-        io_path_.direct = direct != 0;
-        io_path_.label =
-            use_uring ? (direct ? TIER_IO_PATH_IO_URING_DIRECT : TIER_IO_PATH_IO_URING_BUFFERED)
-                      : (direct ? TIER_IO_PATH_THREADS_DIRECT : TIER_IO_PATH_THREADS_BUFFERED);
-        // Buffered reads of a file just written come from the page cache: do not believe them.
-        io_path_.probe_read_bytes_per_second =
-            direct ? read_bytes_per_second : std::min(read_bytes_per_second, 1e9);
-        backend_ = std::move(backend);
-        if (!failures.empty()) {
-          Log(TIER_LOG_WARN,
-              "disk: fell back to " + std::string(io_path_.label) + " after: " + failures);
-        }
+        UseIoPath(std::move(backend), direct != 0, read_bytes_per_second, failures);
         return Status::Ok();
       }
       direct_refused_by_fs |= direct_refused;
@@ -160,22 +184,7 @@ Status DiskProvider::SelectIoPath() {
     backend->Shutdown();
   }
   if (only_no_space && !failures.empty() && options_.direct_io != DirectIoMode::kOn) {
-    // A full filesystem says nothing about the I/O path. Refusing to open would make every
-    // checkpoint already stored here unreachable after a restart on a full disk; open instead on
-    // the buffered path (it works on every local filesystem), untested: restores work, spills
-    // answer NO_SPACE until space is freed, and the next open probes again.
-    std::string why;
-    backend_ = seams_.disable_io_uring ? nullptr : MakeIoUringBackend(options_.queue_depth, &why);
-    if (backend_) backend_->RegisterBuffer(pool_->base(), pool_->total_bytes());
-    if (!backend_) backend_ = MakeThreadBackend(options_.io_threads, ops_);
-    io_path_.io_uring = std::string(backend_->name()) == "io_uring";
-    io_path_.direct = false;
-    io_path_.label =
-        io_path_.io_uring ? TIER_IO_PATH_IO_URING_BUFFERED : TIER_IO_PATH_THREADS_BUFFERED;
-    io_path_.probe_read_bytes_per_second = 0.5e9;  // a guess until restores measure it
-    Log(TIER_LOG_WARN, "disk: the filesystem of '" + options_.dir + "' is full (" + failures +
-                           "); using " + io_path_.label +
-                           " without a probe; spills answer no_space until space is freed");
+    UseUnprobedPathOnFullFilesystem(failures);
     return Status::Ok();
   }
   if (options_.direct_io == DirectIoMode::kOn) {

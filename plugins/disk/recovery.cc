@@ -95,6 +95,17 @@ void DiskProvider::RemoveLeftover(const std::string& name) {
   }
 }
 
+void DiskProvider::RejectAtOpen(const std::string& name, const Status& status, bool corrupt) {
+  if (!corrupt) {  // a newer format, an I/O error: left alone, not served
+    Log(TIER_LOG_WARN,
+        "disk: not serving '" + options_.dir + "/" + name + "': " + status.message());
+    return;
+  }
+  std::lock_guard lock(mu_);
+  QuarantineCorrupt(name, status.message(), DataLossWhere::kOpen);
+  ++quarantined_at_open_;
+}
+
 void DiskProvider::AdoptCheckpoint(const std::string& name, const KeyBytes& key) {
   const int fd = OpenRegularFile(ops_, dir_.dir_fd, name.c_str(),
                                  O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags());
@@ -133,17 +144,7 @@ void DiskProvider::AdoptCheckpoint(const std::string& name, const KeyBytes& key)
     status = CheckAgainstFile(header, key, st);
     corrupt = !status.ok();
   }
-  if (!status.ok()) {
-    if (corrupt) {
-      std::lock_guard lock(mu_);
-      QuarantineCorrupt(name, status.message(), DataLossWhere::kOpen);
-      ++quarantined_at_open_;
-    } else {
-      Log(TIER_LOG_WARN,
-          "disk: not serving '" + options_.dir + "/" + name + "': " + status.message());
-    }
-    return;
-  }
+  if (!status.ok()) return RejectAtOpen(name, status, corrupt);
   std::shared_ptr<Entry> entry = MakeEntry(header, name, ModificationUnixNs(st));
   std::lock_guard lock(mu_);
   index_.Insert(std::move(entry));

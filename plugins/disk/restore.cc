@@ -186,26 +186,7 @@ Status DiskProvider::Restore(const tier_key* key, const tier_segment* segments,
     if (const std::string why = MismatchWithStored(*entry, job->segments); !why.empty()) {
       return refuse(TIER_INVALID_ARGUMENT, why);
     }
-    const int fd = OpenRegularFile(ops_, dir_.dir_fd, entry->file_name.c_str(),
-                                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags());
-    if (fd == -ENOENT) {
-      // Deleted behind our back: it can never be served again.
-      index_.Detach(job->key);
-      index_.MarkCorrupt(job->key);
-      Log(TIER_LOG_ERROR, "disk: checkpoint file '" + options_.dir + "/" + entry->file_name +
-                              "' vanished (deleted outside the provider); dropped from the index");
-      metrics_->DataLoss(DataLossWhere::kRestore);
-      metrics_->Restore(TIER_DATA_LOSS);
-      return Status(TIER_DATA_LOSS, "disk: restore: checkpoint file '" + entry->file_name +
-                                        "' vanished; the entry is gone");
-    }
-    if (fd < 0) {
-      return refuse(TIER_IO_ERROR, "open '" + entry->file_name + "': " + Status::ErrnoText(-fd));
-    }
-    index_.Pin(entry.get());
-    job->entry = std::move(entry);
-    job->fd = fd;
-    inflight_ops_.fetch_add(1);
+    TIER_RETURN_IF_ERROR(OpenForRestore(job.get(), std::move(entry), refuse));
   }
   const bool queued = QueueAccepted(std::move(job), [this](Job& j) {
     ops_->Close(j.fd);
@@ -213,6 +194,31 @@ Status DiskProvider::Restore(const tier_key* key, const tier_segment* segments,
     index_.Unpin(j.entry.get());
   });
   if (!queued) return refuse(TIER_INTERNAL, "out of memory queueing the restore");
+  return Status::Ok();
+}
+
+Status DiskProvider::OpenForRestore(
+    Job* job, std::shared_ptr<Entry> entry,
+    const std::function<Status(tier_status, const std::string&)>& refuse) {
+  const int fd = OpenRegularFile(ops_, dir_.dir_fd, entry->file_name.c_str(),
+                                 O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags());
+  if (fd == -ENOENT) {
+    // Deleted behind our back: it can never be served again.
+    index_.Detach(job->key);
+    index_.MarkCorrupt(job->key);
+    Log(TIER_LOG_ERROR, "disk: checkpoint file '" + options_.dir + "/" + entry->file_name +
+                            "' vanished (deleted outside the provider); dropped from the index");
+    metrics_->DataLoss(DataLossWhere::kRestore);
+    return refuse(TIER_DATA_LOSS,
+                  "checkpoint file '" + entry->file_name + "' vanished; the entry is gone");
+  }
+  if (fd < 0) {
+    return refuse(TIER_IO_ERROR, "open '" + entry->file_name + "': " + Status::ErrnoText(-fd));
+  }
+  index_.Pin(entry.get());
+  job->entry = std::move(entry);
+  job->fd = fd;
+  inflight_ops_.fetch_add(1);
   return Status::Ok();
 }
 
@@ -357,6 +363,37 @@ bool DiskProvider::RestoreRun::SubmitChunk(const SegmentRecord& rec, uint32_t c,
   return true;
 }
 
+// The last use, where a restart finds it: the file's modification time.
+void DiskProvider::RecordUse(int fd, Entry* entry) {
+  struct stat st {};
+  const bool touched = ops_->TouchModificationTime(fd) == 0 && ops_->FStat(fd, &st) == 0;
+  entry->last_used_unix_ns.store(touched ? ModificationUnixNs(st) : RealtimeUnixNs());
+}
+
+// A checkpoint that failed verification (or is not this server's) leaves the index and the tier:
+// moved aside, never offered again (plan_restore answers `corrupt`).
+void DiskProvider::DropDamaged(const Job& job, const std::shared_ptr<Entry>& entry,
+                               const RestoreRun& run, JobOutcome* outcome) {
+  std::lock_guard lock(mu_);
+  index_.MarkCorrupt(job.key);
+  const bool still_indexed = index_.Find(job.key) == entry;  // not removed meanwhile
+  if (still_indexed) index_.Detach(job.key);
+  if (run.reason() == QuarantineReason::kNotOwned) {
+    if (still_indexed) {
+      SetAside(entry->file_name,
+               run.not_owned_why() + " (not written by this server), never served",
+               QuarantineReason::kNotOwned);
+    }
+    outcome->logged = still_indexed;
+  } else if (still_indexed) {
+    QuarantineCorrupt(entry->file_name, outcome->status.message(), DataLossWhere::kRestore);
+  } else {
+    metrics_->DataLoss(DataLossWhere::kRestore);  // already removed: nothing to move aside
+  }
+  outcome->status =
+      Status(TIER_DATA_LOSS, outcome->status.message() + "; the checkpoint was dropped");
+}
+
 DiskProvider::JobOutcome DiskProvider::RunRestore(Job* job) {
   const std::shared_ptr<Entry> entry = job->entry;
   ScopeGuard close_file([&] {
@@ -369,34 +406,9 @@ DiskProvider::JobOutcome DiskProvider::RunRestore(Job* job) {
   });
   RestoreRun run(*this, *job);
   JobOutcome outcome{run.Run(), entry->logical_bytes, entry->stored_bytes};
-  if (outcome.status.ok()) {
-    // The last use, where a restart finds it: the file's modification time.
-    struct stat st {};
-    const bool touched =
-        ops_->TouchModificationTime(job->fd) == 0 && ops_->FStat(job->fd, &st) == 0;
-    entry->last_used_unix_ns.store(touched ? ModificationUnixNs(st) : RealtimeUnixNs());
-  }
+  if (outcome.status.ok()) RecordUse(job->fd, entry.get());
   close_file.RunNow();
-  if (outcome.status.code() == TIER_DATA_LOSS) {
-    std::lock_guard lock(mu_);
-    index_.MarkCorrupt(job->key);
-    const bool still_indexed = index_.Find(job->key) == entry;
-    if (still_indexed) index_.Detach(job->key);
-    if (run.reason() == QuarantineReason::kNotOwned) {
-      if (still_indexed) {
-        SetAside(entry->file_name,
-                 run.not_owned_why() + " (not written by this server), never served",
-                 QuarantineReason::kNotOwned);
-      }
-      outcome.logged = still_indexed;
-    } else if (still_indexed) {
-      QuarantineCorrupt(entry->file_name, outcome.status.message(), DataLossWhere::kRestore);
-    } else {
-      metrics_->DataLoss(DataLossWhere::kRestore);  // already removed: nothing to move aside
-    }
-    outcome.status =
-        Status(TIER_DATA_LOSS, outcome.status.message() + "; the checkpoint was dropped");
-  }
+  if (outcome.status.code() == TIER_DATA_LOSS) DropDamaged(*job, entry, run, &outcome);
   unpin.RunNow();
   PublishUsage();
   if (outcome.status.ok()) {

@@ -473,24 +473,8 @@ Status DiskProvider::Spill(const tier_key* key, const tier_segment* segments,
   job->done = done;
   job->user_data = user_data;
   job->worst_case_bytes = worst_case_bytes;
-  {
-    std::lock_guard lock(mu_);
-    if (inflight_ops_.load() >= kMaxInflightOps) {
-      return refuse(TIER_BUSY, std::to_string(kMaxInflightOps) + " operations in flight");
-    }
-    bool exists = false, too_many = false;
-    if (!index_.Reserve(job->key, job->worst_case_bytes, &exists, &too_many)) {
-      if (exists)
-        return refuse(TIER_ALREADY_EXISTS, "a checkpoint with this key is stored or being stored");
-      if (too_many)
-        return refuse(TIER_NO_SPACE, "entry limit " + std::to_string(kMaxEntries) + " reached");
-      return refuse(TIER_NO_SPACE, "needs up to " + std::to_string(job->worst_case_bytes) +
-                                       " bytes; " + std::to_string(index_.used_bytes()) +
-                                       " used and " + std::to_string(index_.reserved_bytes()) +
-                                       " reserved of capacity " +
-                                       std::to_string(index_.capacity_bytes()));
-    }
-    inflight_ops_.fetch_add(1);
+  if (const Status refused = AcceptSpill(*job); !refused.ok()) {
+    return refuse(refused.code(), refused.message());
   }
   // Could not queue (out of memory): the acceptance is undone, the callback never runs.
   const bool queued = QueueAccepted(std::move(job), [this](Job& j) {
@@ -498,6 +482,29 @@ Status DiskProvider::Spill(const tier_key* key, const tier_segment* segments,
     index_.Unreserve(j.key, j.worst_case_bytes);
   });
   if (!queued) return refuse(TIER_INTERNAL, "out of memory queueing the spill");
+  return Status::Ok();
+}
+
+Status DiskProvider::AcceptSpill(const Job& job) {
+  std::lock_guard lock(mu_);
+  if (inflight_ops_.load() >= kMaxInflightOps) {
+    return Status(TIER_BUSY, std::to_string(kMaxInflightOps) + " operations in flight");
+  }
+  bool exists = false, too_many = false;
+  if (!index_.Reserve(job.key, job.worst_case_bytes, &exists, &too_many)) {
+    if (exists) {
+      return Status(TIER_ALREADY_EXISTS, "a checkpoint with this key is stored or being stored");
+    }
+    if (too_many) {
+      return Status(TIER_NO_SPACE, "entry limit " + std::to_string(kMaxEntries) + " reached");
+    }
+    return Status(TIER_NO_SPACE, "needs up to " + std::to_string(job.worst_case_bytes) +
+                                     " bytes; " + std::to_string(index_.used_bytes()) +
+                                     " used and " + std::to_string(index_.reserved_bytes()) +
+                                     " reserved of capacity " +
+                                     std::to_string(index_.capacity_bytes()));
+  }
+  inflight_ops_.fetch_add(1);
   return Status::Ok();
 }
 
