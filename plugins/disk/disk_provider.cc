@@ -322,7 +322,10 @@ Status DiskProvider::Remove(const tier_key* key) {
     }
   }
   metrics_->Remove(status.code());
-  if (status.ok()) PublishUsage();
+  if (status.ok()) {
+    filesystem_full_.store(false);  // space came back: the next spill finds out for itself
+    PublishUsage();
+  }
   return status;
 }
 

@@ -12,7 +12,7 @@
 #include "disk_test_util.h"
 #include "format.h"
 
-namespace tier::disk {
+namespace tier::disk::test {
 namespace {
 
 using test::Bf16Like;
@@ -99,4 +99,4 @@ TEST(DiskCodec, FormatTakesShuffleCodecsOnlyInTheirSegment) {
 }
 
 }  // namespace
-}  // namespace tier::disk
+}  // namespace tier::disk::test

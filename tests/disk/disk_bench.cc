@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
   const bool stat_ok = p.Stat(&key, &st, nullptr, 0).ok();
   const tier_key* kp = &key;
   const bool removed = p.Remove(kp).ok();
-  if (!stat_ok || !removed) std::fprintf(stderr, "stat or remove of the benchmark checkpoint failed\n");
+  if (!stat_ok || !removed)
+    std::fprintf(stderr, "stat or remove of the benchmark checkpoint failed\n");
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   const double gb = static_cast<double>(mib << 20) / 1e9;

@@ -36,11 +36,13 @@ std::string FaultRig::CheckNothingVisible() {
   }
   int enumerated = 0;
   if (!p->Enumerate(
-      [](void* u, const tier_entry*) -> int32_t {
-        ++*static_cast<int*>(u);
-        return 0;
-      },
-      &enumerated).ok()) why += "enumerate failed; ";
+            [](void* u, const tier_entry*) -> int32_t {
+              ++*static_cast<int*>(u);
+              return 0;
+            },
+            &enumerated)
+           .ok())
+    why += "enumerate failed; ";
   if (enumerated != 0) why += "enumerate lists " + std::to_string(enumerated) + "; ";
   return why;
 }

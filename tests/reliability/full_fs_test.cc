@@ -99,6 +99,23 @@ void Scenario(const std::string& dir, Report* r) {
     if (host.Value("tier_cold_spills_total", "disk,no_space") != 1) {
       r->Fail("the no-space spill is not counted");
     }
+    // A retry storm on the full filesystem is answered at submit: no file, no job, each counted
+    // once, and the log holds one line for all of them.
+    for (int i = 0; i < 10; ++i) {
+      Checkpoint more = Incompressible(next);
+      Status sync;
+      SpillSync(p, MakeKey(next++), more, &sync);
+      if (sync.code() != TIER_NO_SPACE) r->Fail("accepted on a full filesystem: " + sync.message());
+    }
+    if (host.Value("tier_cold_spills_total", "disk,no_space") != 11) {
+      r->Fail("no-space spills counted " +
+              std::to_string(host.Value("tier_cold_spills_total", "disk,no_space")) +
+              " times for 11");
+    }
+    if (host.CountLogs("No space left") != 1) {
+      r->Fail(std::to_string(host.CountLogs("No space left")) +
+              " log lines for 11 no-space spills");
+    }
     CheckConsistent(p, dir, 1, next, r);
     // Space comes back with a remove, and the tier takes spills again.
     const tier_key first = MakeKey(1);

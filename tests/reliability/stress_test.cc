@@ -132,11 +132,13 @@ void Worker(DiskProvider& p, uint64_t thread_seed, std::chrono::steady_clock::ti
         if (stats.used_bytes > stats.capacity_bytes) tally->Problem("used bytes over capacity");
         int entries = 0;
         if (!p.Enumerate(
-            [](void* u, const tier_entry*) -> int32_t {
-              ++*static_cast<int*>(u);
-              return 0;
-            },
-            &entries).ok()) tally->Problem("enumerate");
+                  [](void* u, const tier_entry*) -> int32_t {
+                    ++*static_cast<int*>(u);
+                    return 0;
+                  },
+                  &entries)
+                 .ok())
+          tally->Problem("enumerate");
         break;
       }
     }
