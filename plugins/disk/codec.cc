@@ -34,12 +34,12 @@ std::span<uint8_t> Scratch(uint64_t bytes) {
   return std::span(scratch).first(bytes);
 }
 
-// One zstd frame of `planes` (element byte planes one after the other), flushed at every plane
+// One zstd frame of `planes` (byte planes one after the other), flushed at every plane
 // boundary: each zstd block then holds one plane and gets its own literal statistics (the
 // exponent plane of BF16 compresses only when its blocks do not mix it with the mantissas).
 // Returns the frame length, or 0 when it does not fit in dst.
-uint64_t CompressPlanes(std::span<const uint8_t> planes, uint32_t element, std::span<uint8_t> dst,
-                        int level) {
+uint64_t CompressPlanes(std::span<const uint8_t> planes, uint32_t element_bytes,
+                        std::span<uint8_t> dst, int level) {
   Contexts& c = ThreadContexts();
   if (c.cctx == nullptr) c.cctx = ZSTD_createCCtx();
   if (c.cctx == nullptr || dst.empty()) return 0;
@@ -48,13 +48,14 @@ uint64_t CompressPlanes(std::span<const uint8_t> planes, uint32_t element, std::
       ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(c.cctx, planes.size()))) {
     return 0;
   }
-  const uint64_t plane = planes.size() / element;
+  const uint64_t plane_bytes = planes.size() / element_bytes;
   ZSTD_outBuffer out{dst.data(), dst.size(), 0};
-  for (uint32_t b = 0; b < element; ++b) {
-    const uint64_t begin = uint64_t{b} * plane;
-    const uint64_t end = b + 1 == element ? planes.size() : begin + plane;  // tail: last plane
-    ZSTD_inBuffer in{planes.data() + begin, end - begin, 0};
-    const ZSTD_EndDirective mode = b + 1 == element ? ZSTD_e_end : ZSTD_e_flush;
+  for (uint32_t b = 0; b < element_bytes; ++b) {
+    const uint64_t begin_bytes = uint64_t{b} * plane_bytes;
+    const uint64_t end_bytes =
+        b + 1 == element_bytes ? planes.size() : begin_bytes + plane_bytes;  // the tail: last plane
+    ZSTD_inBuffer in{planes.data() + begin_bytes, end_bytes - begin_bytes, 0};
+    const ZSTD_EndDirective mode = b + 1 == element_bytes ? ZSTD_e_end : ZSTD_e_flush;
     for (;;) {
       const size_t left = ZSTD_compressStream2(c.cctx, &out, &in, mode);
       if (ZSTD_isError(left)) return 0;
@@ -89,21 +90,23 @@ bool DecompressChunk(std::span<const uint8_t> frame, std::span<uint8_t> dst) {
 
 uint64_t CompressChunkAs(uint32_t codec, std::span<const uint8_t> src, std::span<uint8_t> dst,
                          int level) {
-  const uint32_t element = ShuffleElementBytes(codec);
-  if (element == 0) return CompressChunk(src, dst, level);
+  const uint32_t element_bytes = ShuffleElementBytes(codec);
+  if (element_bytes == 0) return CompressChunk(src, dst, level);
   std::span<uint8_t> planes = Scratch(src.size());
-  if (!shuffle::ByteShuffle(std::as_bytes(src), std::as_writable_bytes(planes), element).ok()) {
+  if (!shuffle::ByteShuffle(std::as_bytes(src), std::as_writable_bytes(planes), element_bytes)
+           .ok()) {
     return 0;
   }
-  return CompressPlanes(planes, element, dst, level);
+  return CompressPlanes(planes, element_bytes, dst, level);
 }
 
 bool DecompressChunkAs(uint32_t codec, std::span<const uint8_t> frame, std::span<uint8_t> dst) {
-  const uint32_t element = ShuffleElementBytes(codec);
-  if (element == 0) return DecompressChunk(frame, dst);
+  const uint32_t element_bytes = ShuffleElementBytes(codec);
+  if (element_bytes == 0) return DecompressChunk(frame, dst);
   std::span<uint8_t> planes = Scratch(dst.size());
   return DecompressChunk(frame, planes) &&
-         shuffle::ByteUnshuffle(std::as_bytes(planes), std::as_writable_bytes(dst), element).ok();
+         shuffle::ByteUnshuffle(std::as_bytes(planes), std::as_writable_bytes(dst), element_bytes)
+             .ok();
 }
 
 double ProbeDecompressBytesPerSecond(int level) {

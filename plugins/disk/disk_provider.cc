@@ -116,8 +116,7 @@ Result<std::unique_ptr<DiskProvider>> DiskProvider::Open(const tier_host_service
   if (!parsed.ok()) return parsed.status();
   std::unique_ptr<DiskProvider> provider(
       new DiskProvider(host, std::move(namespace_id), parsed.take(), std::move(seams)));
-  Status status = provider->Start();
-  if (!status.ok()) return status;  // the destructor undoes what Start did
+  TIER_RETURN_IF_ERROR(provider->Start());  // on failure the destructor undoes what Start did
   return provider;
 }
 
@@ -131,14 +130,12 @@ Status DiskProvider::Start() {
 
   pool_ = std::make_unique<StagingPool>(options_.staging_buffers(), options_.chunk_bytes);
   codec_ = std::make_unique<WorkQueue>("tier-codec", options_.codec_threads);
-  Status status = SelectIoPath();
-  if (!status.ok()) return status;
+  TIER_RETURN_IF_ERROR(SelectIoPath());
   if (seams_.wrap_backend) backend_ = seams_.wrap_backend(std::move(backend_));
   estimator_ = std::make_unique<RestoreEstimator>(
       io_path_.probe_read_bytes_per_second, ProbeDecompressBytesPerSecond(options_.zstd_level),
       options_.codec_threads);
-  status = ScanDirectory();
-  if (!status.ok()) return status;
+  TIER_RETURN_IF_ERROR(ScanDirectory());
   runners_ = std::make_unique<WorkQueue>("tier-job", kJobRunners);
 
   metrics_->SetIoPath(io_path_.label);

@@ -76,7 +76,8 @@ class DiskProvider {
   Status Remove(const tier_key* key);
   Status Enumerate(tier_enumerate_fn fn, void* user_data);
   Status PlanRestore(const tier_key* key, uint64_t predicted_prefill_ns, tier_plan* out);
-  // The 1.1 probe: one index lookup per key under one lock, no I/O, no stat result built.
+  // The 1.1 probe: one index lookup per key under one lock, no I/O, no stat result built. Any
+  // thread; `keys` and `found` are borrowed for the call.
   Status Probe(const tier_key* keys, uint32_t key_count, uint8_t* found);
 
   // For tests and logs. Any thread.

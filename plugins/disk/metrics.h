@@ -47,8 +47,8 @@ class DiskMetrics {
 
  private:
   tier_metric* Series(tier_metric_family* family, const char* const* values, uint32_t count);
-  void Add(tier_metric* m, double v);
-  void Set(tier_metric* m, double v);
+  void Add(tier_metric* m, double delta);
+  void Set(tier_metric* m, double value);
 
   const tier_host_services* host_;
   bool has_metrics_ = false;
