@@ -28,20 +28,18 @@ Contexts& ThreadContexts() {
   return contexts;
 }
 
-constexpr uint64_t kSampleBytes = 64 << 10;
-
 std::span<uint8_t> Scratch(uint64_t bytes) {
   std::vector<uint8_t>& scratch = ThreadContexts().scratch;
   if (scratch.size() < bytes) scratch.resize(bytes);
   return std::span(scratch).first(bytes);
 }
 
-// One zstd frame of `planes` (element byte planes one after the other), flushed at every plane
+// One zstd frame of `planes` (byte planes one after the other), flushed at every plane
 // boundary: each zstd block then holds one plane and gets its own literal statistics (the
 // exponent plane of BF16 compresses only when its blocks do not mix it with the mantissas).
 // Returns the frame length, or 0 when it does not fit in dst.
-uint64_t CompressPlanes(std::span<const uint8_t> planes, uint32_t element, std::span<uint8_t> dst,
-                        int level) {
+uint64_t CompressPlanes(std::span<const uint8_t> planes, uint32_t element_bytes,
+                        std::span<uint8_t> dst, int level) {
   Contexts& c = ThreadContexts();
   if (c.cctx == nullptr) c.cctx = ZSTD_createCCtx();
   if (c.cctx == nullptr || dst.empty()) return 0;
@@ -50,13 +48,14 @@ uint64_t CompressPlanes(std::span<const uint8_t> planes, uint32_t element, std::
       ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(c.cctx, planes.size()))) {
     return 0;
   }
-  const uint64_t plane = planes.size() / element;
+  const uint64_t plane_bytes = planes.size() / element_bytes;
   ZSTD_outBuffer out{dst.data(), dst.size(), 0};
-  for (uint32_t b = 0; b < element; ++b) {
-    const uint64_t begin = uint64_t{b} * plane;
-    const uint64_t end = b + 1 == element ? planes.size() : begin + plane;  // tail: last plane
-    ZSTD_inBuffer in{planes.data() + begin, end - begin, 0};
-    const ZSTD_EndDirective mode = b + 1 == element ? ZSTD_e_end : ZSTD_e_flush;
+  for (uint32_t b = 0; b < element_bytes; ++b) {
+    const uint64_t begin_bytes = uint64_t{b} * plane_bytes;
+    const uint64_t end_bytes =
+        b + 1 == element_bytes ? planes.size() : begin_bytes + plane_bytes;  // the tail: last plane
+    ZSTD_inBuffer in{planes.data() + begin_bytes, end_bytes - begin_bytes, 0};
+    const ZSTD_EndDirective mode = b + 1 == element_bytes ? ZSTD_e_end : ZSTD_e_flush;
     for (;;) {
       const size_t left = ZSTD_compressStream2(c.cctx, &out, &in, mode);
       if (ZSTD_isError(left)) return 0;
@@ -67,19 +66,10 @@ uint64_t CompressPlanes(std::span<const uint8_t> planes, uint32_t element, std::
   return out.pos;
 }
 
-// Sample windows of a segment, 4-byte aligned so byte planes line up as in whole chunks.
-std::vector<std::span<const uint8_t>> Samples(std::span<const uint8_t> segment) {
-  if (segment.size() <= 3 * kSampleBytes) return {segment};
-  const uint64_t middle = (segment.size() / 2 - kSampleBytes / 2) & ~uint64_t{3};
-  const uint64_t last = (segment.size() - kSampleBytes) & ~uint64_t{3};
-  return {segment.subspan(0, kSampleBytes), segment.subspan(middle, kSampleBytes),
-          segment.subspan(last, kSampleBytes)};
-}
-
 }  // namespace
 
-uint64_t Checksum(std::span<const uint8_t> bytes) {
-  return XXH3_64bits(bytes.data(), bytes.size());
+uint64_t Checksum(std::span<const uint8_t> bytes, uint64_t seed) {
+  return XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed);
 }
 
 uint64_t CompressChunk(std::span<const uint8_t> src, std::span<uint8_t> dst, int level) {
@@ -100,80 +90,23 @@ bool DecompressChunk(std::span<const uint8_t> frame, std::span<uint8_t> dst) {
 
 uint64_t CompressChunkAs(uint32_t codec, std::span<const uint8_t> src, std::span<uint8_t> dst,
                          int level) {
-  const uint32_t element = ShuffleElementBytes(codec);
-  if (element == 0) return CompressChunk(src, dst, level);
+  const uint32_t element_bytes = ShuffleElementBytes(codec);
+  if (element_bytes == 0) return CompressChunk(src, dst, level);
   std::span<uint8_t> planes = Scratch(src.size());
-  if (!shuffle::ByteShuffle(std::as_bytes(src), std::as_writable_bytes(planes), element).ok()) {
+  if (!shuffle::ByteShuffle(std::as_bytes(src), std::as_writable_bytes(planes), element_bytes)
+           .ok()) {
     return 0;
   }
-  return CompressPlanes(planes, element, dst, level);
+  return CompressPlanes(planes, element_bytes, dst, level);
 }
 
 bool DecompressChunkAs(uint32_t codec, std::span<const uint8_t> frame, std::span<uint8_t> dst) {
-  const uint32_t element = ShuffleElementBytes(codec);
-  if (element == 0) return DecompressChunk(frame, dst);
+  const uint32_t element_bytes = ShuffleElementBytes(codec);
+  if (element_bytes == 0) return DecompressChunk(frame, dst);
   std::span<uint8_t> planes = Scratch(dst.size());
   return DecompressChunk(frame, planes) &&
-         shuffle::ByteUnshuffle(std::as_bytes(planes), std::as_writable_bytes(dst), element).ok();
-}
-
-CodecChoice ChooseCodec(std::span<const uint8_t> segment, int level, bool require_gain,
-                        double min_decompress_bps) {
-  CodecChoice choice;
-  if (segment.size() < 4096) {
-    choice.reason = "under 4 KiB";
-    return choice;
-  }
-  const std::vector<std::span<const uint8_t>> samples = Samples(segment);
-  uint64_t sampled = 0;
-  for (const auto& sample : samples) sampled += sample.size();
-  std::vector<std::vector<uint8_t>> best_frames;
-  uint64_t best_bytes = UINT64_MAX;
-  uint32_t best_codec = kCodecZstd;
-  for (uint32_t codec : {kCodecZstd, kCodecZstdShuffle2, kCodecZstdShuffle4}) {
-    std::vector<std::vector<uint8_t>> frames;
-    uint64_t total = 0;
-    for (const auto& sample : samples) {
-      std::vector<uint8_t> frame(ZSTD_compressBound(sample.size()));
-      frame.resize(CompressChunkAs(codec, sample, frame, level));
-      total += frame.empty() ? sample.size() : frame.size();
-      frames.push_back(std::move(frame));
-    }
-    if (total < best_bytes) {
-      best_bytes = total;
-      best_codec = codec;
-      best_frames = std::move(frames);
-    }
-  }
-  choice.sample_ratio = static_cast<double>(sampled) / static_cast<double>(best_bytes);
-  if (require_gain && best_bytes * 10 > sampled * 9) {
-    choice.reason = "saves under 10%";
-    return choice;
-  }
-  if (min_decompress_bps <= 0) {
-    choice.codec = best_codec;
-    return choice;
-  }
-  // Decompression speed of the winner: the faster of two passes over its samples.
-  double best_s = 0;
-  std::vector<uint8_t> out_buffer(kSampleBytes * 3);
-  for (int pass = 0; pass < 2; ++pass) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < samples.size(); ++i) {
-      if (best_frames[i].empty()) continue;  // stored raw
-      std::span<uint8_t> out = std::span(out_buffer).first(samples[i].size());
-      if (!DecompressChunkAs(best_codec, best_frames[i], out)) return choice;
-    }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (pass == 0 || s < best_s) best_s = s;
-  }
-  choice.decompress_bps = best_s > 0 ? static_cast<double>(sampled) / best_s : 1e12;
-  if (choice.decompress_bps < min_decompress_bps) {
-    choice.reason = "decompresses slower than the disk reads";
-    return choice;
-  }
-  choice.codec = best_codec;
-  return choice;
+         shuffle::ByteUnshuffle(std::as_bytes(planes), std::as_writable_bytes(dst), element_bytes)
+             .ok();
 }
 
 double ProbeDecompressBytesPerSecond(int level) {

@@ -1,4 +1,5 @@
-// codec.h -- checksums and compression for one chunk at a time, and the per-segment codec choice.
+// codec.h -- checksums and compression for one chunk at a time (the per-segment choice of codec is
+// compression_policy.h).
 // Per-thread zstd contexts and shuffle scratch are created lazily and live as long as the thread.
 #pragma once
 
@@ -9,8 +10,9 @@
 
 namespace tier::disk {
 
-// XXH3-64 of `bytes` (chunk checksum). Any thread.
-uint64_t Checksum(std::span<const uint8_t> bytes);
+// XXH3-64 of `bytes` with `seed` (a chunk's checksum is seeded with format.h's ChunkSeed). Any
+// thread.
+uint64_t Checksum(std::span<const uint8_t> bytes, uint64_t seed = 0);
 
 // Compresses `src` into `dst` as one zstd frame; returns the frame length, or 0 when it does not
 // fit in dst (the caller then stores the chunk raw). Any thread.
@@ -25,21 +27,6 @@ bool DecompressChunk(std::span<const uint8_t> frame, std::span<uint8_t> dst);
 uint64_t CompressChunkAs(uint32_t codec, std::span<const uint8_t> src, std::span<uint8_t> dst,
                          int level);
 bool DecompressChunkAs(uint32_t codec, std::span<const uint8_t> frame, std::span<uint8_t> dst);
-
-struct CodecChoice {
-  uint32_t codec = kCodecRaw;
-  double sample_ratio = 1.0;  // sampled bytes / compressed bytes, for the best zstd codec
-  double decompress_bps = 0;  // that codec's samples decompressed (and unshuffled), one thread
-  const char* reason = "";    // why raw, or "" when compressed
-};
-
-// A segment's codec, from up to three 64 KiB samples (start, middle, end): each is compressed with
-// zstd alone and over its 2- and 4-byte planes, and the smallest wins. With `require_gain`, raw
-// unless it saves at least 10%; with `min_decompress_bps` > 0, raw unless the winner's samples
-// decompress at least that fast on one thread (so that restoring it is not slower than reading it
-// raw). Segments under 4 KiB are raw (nothing to save). Any thread; ~1-2 ms per segment.
-CodecChoice ChooseCodec(std::span<const uint8_t> segment, int level, bool require_gain,
-                        double min_decompress_bps);
 
 // Measures single-thread zstd decompression speed on a synthetic 256 KiB block (bytes per
 // second), to seed the restore estimate at open. About a millisecond. Any thread.

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "scope_guard.h"
+
 namespace tier::disk {
 namespace {
 
@@ -76,124 +78,189 @@ const char* FilesystemName(long f_type, bool* foreign) {
   return "unknown local filesystem";
 }
 
-Result<DirHandle> OpenTierDir(FileOps* ops, const std::string& path, bool allow_foreign_fs,
-                              const std::string& holder_note) {
-  const std::string quoted = "'" + path + "'";
-  // Walk the path from "/" or ".", creating missing components 0700. Only the final component is
-  // opened with O_NOFOLLOW semantics checked strictly (a symlink there is refused); parents may be
-  // symlinks (e.g. /home -> /var/home) as the user wrote them.
-  const std::vector<std::string> parts = Components(path);
-  if (parts.empty())
-    return Status(TIER_INVALID_ARGUMENT, "disk: directory " + quoted + " is not usable");
-  int fd = ops->OpenAt(AT_FDCWD, path[0] == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-  if (fd < 0) return Status::FromErrno(-fd, "open " + quoted);
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const bool last = i + 1 == parts.size();
-    const char* name = parts[i].c_str();
-    int next = ops->OpenAt(fd, name, last ? kDirFlags : (O_RDONLY | O_DIRECTORY | O_CLOEXEC), 0);
-    if (next == -ENOENT) {
-      const int rc = ops->MkdirAt(fd, name, 0700);
-      if (rc < 0 && rc != -EEXIST) {
-        ops->Close(fd);
-        return Status::FromErrno(-rc, "create directory '" + parts[i] + "' of " + quoted);
-      }
-      next = ops->OpenAt(fd, name, last ? kDirFlags : (O_RDONLY | O_DIRECTORY | O_CLOEXEC), 0);
-    }
-    if (next < 0) {
-      struct stat st {};
-      const bool is_link = fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
-      ops->Close(fd);
-      if (last && is_link) {
-        return Status(TIER_INVALID_ARGUMENT,
-                      "disk: directory " + quoted +
-                          " is a symbolic link; give the real path (symlinks are refused)");
-      }
-      return Status::FromErrno(-next, "open directory " + quoted);
-    }
-    ops->Close(fd);
-    fd = next;
-  }
-  DirHandle handle;
-  handle.dir_fd = fd;
-  auto fail = [&](Status status) -> Result<DirHandle> {
-    ops->Close(handle.dir_fd);
-    if (handle.lock_fd >= 0) ops->Close(handle.lock_fd);
-    return status;
-  };
+namespace {
 
+// Opens one component of the path under `parent_fd`, creating it 0700 where missing. The last
+// component is opened O_NOFOLLOW: a symbolic link there is refused.
+Result<int> OpenComponent(FileOps* ops, int parent_fd, const std::string& name, bool last,
+                          const std::string& quoted) {
+  const int flags = last ? kDirFlags : (O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = ops->OpenAt(parent_fd, name.c_str(), flags, 0);
+  if (fd == -ENOENT) {
+    const int rc = ops->MkdirAt(parent_fd, name.c_str(), 0700);
+    if (rc < 0 && rc != -EEXIST) {
+      return ErrnoStatus(-rc, "create directory '" + name + "' of " + quoted);
+    }
+    fd = ops->OpenAt(parent_fd, name.c_str(), flags, 0);
+  }
+  if (fd >= 0) return fd;
   struct stat st {};
-  if (const int rc = ops->FStat(fd, &st); rc < 0)
-    return fail(Status::FromErrno(-rc, "stat " + quoted));
-  // Anyone else who can write here can plant a checkpoint that verifies (checksums are not
-  // signatures) and have it served: neither other users nor the group may write.
+  if (last && ops->LStatAt(parent_fd, name.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    return Status(TIER_INVALID_ARGUMENT,
+                  "disk: directory " + quoted +
+                      " is a symbolic link; give the real path (symlinks are refused)");
+  }
+  return ErrnoStatus(-fd, "open directory " + quoted);
+}
+
+// Walks `path` from "/" or ".", creating missing components 0700. Parents may be symlinks (e.g.
+// /home -> /var/home) as the user wrote them; the last component may not. Returns its descriptor.
+Result<int> OpenOrCreatePath(FileOps* ops, const std::string& path, const std::string& quoted) {
+  const std::vector<std::string> parts = Components(path);
+  if (parts.empty()) {
+    return Status(TIER_INVALID_ARGUMENT, "disk: directory " + quoted + " is not usable");
+  }
+  int fd = ops->OpenAt(AT_FDCWD, path[0] == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus(-fd, "open " + quoted);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Result<int> next = OpenComponent(ops, fd, parts[i], i + 1 == parts.size(), quoted);
+    ops->Close(fd);
+    if (!next.ok()) return next.status();
+    fd = next.value();
+  }
+  return fd;
+}
+
+// Anyone else who can write here can plant a checkpoint that verifies (checksums are not
+// signatures) and have it served: neither other users nor the group may write, and the directory
+// must be ours. Network and foreign filesystems are refused unless allowed. Names the filesystem.
+Status CheckDirectory(FileOps* ops, int dir_fd, const std::string& quoted, bool allow_foreign_fs,
+                      std::string* fs_name) {
+  struct stat st {};
+  if (const int rc = ops->FStat(dir_fd, &st); rc < 0) return ErrnoStatus(-rc, "stat " + quoted);
   if (st.st_mode & (S_IWOTH | S_IWGRP)) {
-    return fail(Status(TIER_INVALID_ARGUMENT,
-                       "disk: directory " + quoted +
-                           " is writable by other users or its group; refusing it (chmod go-w, "
-                           "or use a private directory: it is created 0700 when missing)"));
+    return Status(TIER_INVALID_ARGUMENT,
+                  "disk: directory " + quoted +
+                      " is writable by other users or its group; refusing it (chmod go-w, "
+                      "or use a private directory: it is created 0700 when missing)");
   }
   if (st.st_uid != geteuid()) {
-    return fail(Status(TIER_INVALID_ARGUMENT, "disk: directory " + quoted + " belongs to uid " +
-                                                  std::to_string(st.st_uid) +
-                                                  ", not to this process (uid " +
-                                                  std::to_string(geteuid()) + ")"));
+    return Status(TIER_INVALID_ARGUMENT,
+                  "disk: directory " + quoted + " belongs to uid " + std::to_string(st.st_uid) +
+                      ", not to this process (uid " + std::to_string(geteuid()) + ")");
   }
   struct statfs sfs {};
-  if (const int rc = ops->FStatFs(fd, &sfs); rc < 0) {
-    return fail(Status::FromErrno(-rc, "statfs " + quoted));
-  }
+  if (const int rc = ops->FStatFs(dir_fd, &sfs); rc < 0)
+    return ErrnoStatus(-rc, "statfs " + quoted);
   bool foreign = false;
-  handle.fs_name = FilesystemName(sfs.f_type, &foreign);
+  *fs_name = FilesystemName(sfs.f_type, &foreign);
   if (foreign && !allow_foreign_fs) {
     char magic[32];
     std::snprintf(magic, sizeof(magic), "0x%lx", static_cast<unsigned long>(sfs.f_type));
-    return fail(Status(TIER_UNSUPPORTED,
-                       "disk: directory " + quoted + " is on a " + handle.fs_name +
-                           " filesystem (f_type " + magic +
-                           "): network and foreign filesystems lose renames, locks or O_DIRECT "
-                           "semantics and are slow; use a local Linux filesystem (on WSL2: under "
-                           "~, not /mnt/c), or set allow_foreign_fs=1"));
+    return Status(TIER_UNSUPPORTED,
+                  "disk: directory " + quoted + " is on a " + *fs_name + " filesystem (f_type " +
+                      magic +
+                      "): network and foreign filesystems lose renames, locks or O_DIRECT "
+                      "semantics and are slow; use a local Linux filesystem (on WSL2: under "
+                      "~, not /mnt/c), or set allow_foreign_fs=1");
   }
+  return Status::Ok();
+}
 
-  const int lock_fd =
-      ops->OpenAt(fd, kLockFileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (lock_fd < 0) return fail(Status::FromErrno(-lock_fd, "open lock file in " + quoted));
-  handle.lock_fd = lock_fd;
-  if (const int rc = ops->LockExclusive(lock_fd); rc < 0) {
-    if (rc == -EWOULDBLOCK) {
-      char holder[512] = {};
-      const int64_t n = ops->PRead(lock_fd, holder, sizeof(holder) - 1, 0);
-      std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : "unknown";
-      while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
-      return fail(Status(TIER_BUSY, "disk: directory " + quoted +
-                                        " is in use by another tier instance (" + who +
-                                        "); two servers must not share a cold-tier directory"));
+// The holder's note from LOCK, read only from a regular file with one link (a planted link is not
+// read through), control characters shown as '?'. "unknown" when there is none.
+std::string ReadHolderNote(FileOps* ops, int dir_fd) {
+  const int fd =
+      ops->OpenAt(dir_fd, kLockFileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
+  if (fd < 0) return "unknown";
+  char note[512] = {};
+  struct stat st {};
+  int64_t n = 0;
+  if (ops->FStat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1) {
+    n = ops->PRead(fd, note, sizeof(note) - 1, 0);
+  }
+  ops->Close(fd);
+  std::string who = n > 0 ? std::string(note, static_cast<size_t>(n)) : "";
+  while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
+  for (char& c : who) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return who.empty() ? "unknown" : who;
+}
+
+// flock(LOCK_EX | LOCK_NB) on the directory: BUSY, naming the holder, when another instance has it.
+Status LockDirectory(FileOps* ops, int dir_fd, const std::string& quoted) {
+  const int rc = ops->LockExclusive(dir_fd);
+  if (rc == 0) return Status::Ok();
+  if (rc == -EWOULDBLOCK) {
+    return Status(TIER_BUSY, "disk: directory " + quoted + " is in use by another tier instance (" +
+                                 ReadHolderNote(ops, dir_fd) +
+                                 "); two servers must not share a cold-tier directory");
+  }
+  return ErrnoStatus(-rc, "lock " + quoted);
+}
+
+// Replaces LOCK with a file created for the note, so nothing is ever written through a link: a
+// hard link planted as LOCK loses that name and keeps its contents. A symbolic link or a
+// directory there is refused (the tier never follows or removes those). Holds the lock.
+Status WriteHolderNote(FileOps* ops, int dir_fd, const std::string& quoted,
+                       const std::string& holder_note) {
+  const std::string lock = quoted.substr(0, quoted.size() - 1) + "/" + kLockFileName + "'";
+  struct stat st {};
+  if (ops->LStatAt(dir_fd, kLockFileName, &st) == 0) {
+    if (S_ISLNK(st.st_mode)) {
+      return Status(
+          TIER_INVALID_ARGUMENT,
+          "disk: " + lock + " is a symbolic link; remove it (the tier never follows one)");
     }
-    return fail(Status::FromErrno(-rc, "lock " + quoted + "/LOCK"));
+    if (S_ISDIR(st.st_mode)) {
+      return Status(TIER_INVALID_ARGUMENT, "disk: " + lock + " is a directory; remove it");
+    }
+    if (const int rc = ops->UnlinkAt(dir_fd, kLockFileName, 0); rc < 0 && rc != -ENOENT) {
+      return ErrnoStatus(-rc, "replace " + lock);
+    }
   }
-  // We hold the lock: record who we are for the next one to name.
+  const int fd = ops->OpenAt(dir_fd, kLockFileName,
+                             O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus(-fd, "create " + lock);
+  // Just created, exclusively, under the lock: one link, ours. Checked anyway before writing.
   const std::string note = holder_note + "\n";
-  if (ops->FTruncate(lock_fd, 0) == 0) ops->PWrite(lock_fd, note.data(), note.size(), 0);
+  if (ops->FStat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1) {
+    (void)ops->PWrite(fd, note.data(), note.size(), 0);  // a missing note only says "unknown"
+  }
+  ops->Close(fd);
+  return Status::Ok();
+}
 
-  const int qrc = ops->MkdirAt(fd, kQuarantineDirName, 0700);
-  if (qrc < 0 && qrc != -EEXIST) {
-    return fail(Status::FromErrno(-qrc, "create " + quoted + "/" + kQuarantineDirName));
+// quarantine/ exists and is a real directory: corrupt files are renamed into it, and a symbolic
+// link there would move them out of the tier.
+Status PrepareQuarantine(FileOps* ops, int dir_fd, const std::string& quoted) {
+  const int rc = ops->MkdirAt(dir_fd, kQuarantineDirName, 0700);
+  if (rc < 0 && rc != -EEXIST) {
+    return ErrnoStatus(-rc, "create " + quoted + "/" + kQuarantineDirName);
   }
-  // Corrupt files are renamed into it: a symlink there would move them out of the tier.
-  const int qfd = ops->OpenAt(fd, kQuarantineDirName, kDirFlags, 0);
-  if (qfd < 0) {
-    return fail(Status(TIER_INVALID_ARGUMENT, "disk: " + quoted + "/" + kQuarantineDirName +
-                                                  " is not a directory (" + ErrnoText(-qfd) +
-                                                  "; a symbolic link?); remove it"));
+  const int fd = ops->OpenAt(dir_fd, kQuarantineDirName, kDirFlags, 0);
+  if (fd < 0) {
+    return Status(TIER_INVALID_ARGUMENT, "disk: " + quoted + "/" + kQuarantineDirName +
+                                             " is not a directory (" + Status::ErrnoText(-fd) +
+                                             "; a symbolic link?); remove it");
   }
-  ops->Close(qfd);
+  ops->Close(fd);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<DirHandle> OpenTierDir(FileOps* ops, const std::string& path, bool allow_foreign_fs,
+                              const std::string& holder_note) {
+  const std::string quoted = "'" + path + "'";
+  Result<int> dir_fd = OpenOrCreatePath(ops, path, quoted);
+  if (!dir_fd.ok()) return dir_fd.status();
+  DirHandle handle;
+  handle.dir_fd = dir_fd.value();
+  ScopeGuard close_on_failure([&] { CloseDir(ops, &handle); });
+  TIER_RETURN_IF_ERROR(
+      CheckDirectory(ops, handle.dir_fd, quoted, allow_foreign_fs, &handle.fs_name));
+  TIER_RETURN_IF_ERROR(LockDirectory(ops, handle.dir_fd, quoted));
+  TIER_RETURN_IF_ERROR(WriteHolderNote(ops, handle.dir_fd, quoted, holder_note));
+  TIER_RETURN_IF_ERROR(PrepareQuarantine(ops, handle.dir_fd, quoted));
+  close_on_failure.Dismiss();
   return handle;
 }
 
 void CloseDir(FileOps* ops, DirHandle* handle) {
-  if (handle->lock_fd >= 0) ops->Close(handle->lock_fd);  // closing drops the flock
-  if (handle->dir_fd >= 0) ops->Close(handle->dir_fd);
-  handle->lock_fd = handle->dir_fd = -1;
+  if (handle->dir_fd >= 0) ops->Close(handle->dir_fd);  // closing drops the flock
+  handle->dir_fd = -1;
 }
 
 }  // namespace tier::disk

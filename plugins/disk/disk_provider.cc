@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include "check.h"
 
 #include "codec.h"
 #include "job.h"
+#include "tier/check.h"
 
 namespace tier::disk {
 
@@ -50,6 +50,29 @@ int OpenRegularFile(FileOps* ops, int dir_fd, const char* name, int flags) {
     return rc;
   }
   return fd;
+}
+
+void PostOrRun(WorkQueue* queue, std::function<void()> task) {
+  try {
+    queue->Post(task);
+  } catch (...) {
+    task();
+  }
+}
+
+bool IsBlockAligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % kBlockBytes == 0;
+}
+
+uint64_t ModificationUnixNs(const struct stat& st) {
+  return static_cast<uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ull +
+         static_cast<uint64_t>(st.st_mtim.tv_nsec);
+}
+
+uint64_t RealtimeUnixNs() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(now.tv_nsec);
 }
 
 namespace {
@@ -93,8 +116,7 @@ Result<std::unique_ptr<DiskProvider>> DiskProvider::Open(const tier_host_service
   if (!parsed.ok()) return parsed.status();
   std::unique_ptr<DiskProvider> provider(
       new DiskProvider(host, std::move(namespace_id), parsed.take(), std::move(seams)));
-  Status status = provider->Start();
-  if (!status.ok()) return status;  // the destructor undoes what Start did
+  TIER_RETURN_IF_ERROR(provider->Start());  // on failure the destructor undoes what Start did
   return provider;
 }
 
@@ -108,25 +130,29 @@ Status DiskProvider::Start() {
 
   pool_ = std::make_unique<StagingPool>(options_.staging_buffers(), options_.chunk_bytes);
   codec_ = std::make_unique<WorkQueue>("tier-codec", options_.codec_threads);
-  Status status = SelectIoPath();
-  if (!status.ok()) return status;
+  TIER_RETURN_IF_ERROR(SelectIoPath());
   if (seams_.wrap_backend) backend_ = seams_.wrap_backend(std::move(backend_));
   estimator_ = std::make_unique<RestoreEstimator>(
       io_path_.probe_read_bytes_per_second, ProbeDecompressBytesPerSecond(options_.zstd_level),
       options_.codec_threads);
-  status = ScanDirectory();
-  if (!status.ok()) return status;
+  TIER_RETURN_IF_ERROR(ScanDirectory());
   runners_ = std::make_unique<WorkQueue>("tier-job", kJobRunners);
 
   metrics_->SetIoPath(io_path_.label);
   PublishUsage();
-  char line[768];
+  LogOpened();
+  return Status::Ok();
+}
+
+void DiskProvider::LogOpened() {
+  char line[896];
   std::snprintf(
       line, sizeof(line),
       "disk: cold tier at '%s' (%s): io_path=%s queue_depth=%u staging=%llu MiB "
       "chunk=%u KiB compression=%s durability=%s capacity=%llu bytes; probe read %.2f "
       "GB/s; adopted %llu checkpoints (%llu bytes), removed %llu temporary files, "
-      "quarantined %llu corrupt files, left %llu of another namespace alone",
+      "quarantined %llu corrupt files and %llu not written by this server, left %llu of another "
+      "namespace alone",
       options_.dir.c_str(), dir_.fs_name.c_str(), io_path_.label, options_.queue_depth,
       static_cast<unsigned long long>(options_.staging_bytes >> 20), options_.chunk_bytes >> 10,
       CompressionName(options_.compression), DurabilityName(options_.durability),
@@ -135,6 +161,7 @@ Status DiskProvider::Start() {
       static_cast<unsigned long long>(index_.used_bytes()),
       static_cast<unsigned long long>(temps_removed_at_open_),
       static_cast<unsigned long long>(quarantined_at_open_),
+      static_cast<unsigned long long>(not_owned_at_open_),
       static_cast<unsigned long long>(foreign_at_open_));
   Log(TIER_LOG_INFO, line);
   if (index_.used_bytes() > index_.capacity_bytes()) {
@@ -143,7 +170,6 @@ Status DiskProvider::Start() {
                            std::to_string(index_.capacity_bytes()) +
                            "; spills are refused until the server removes some");
   }
-  return Status::Ok();
 }
 
 DiskProvider::~DiskProvider() {
@@ -160,6 +186,7 @@ void DiskProvider::Close() {
     jobs_cv_.wait(lock, [&] { return running_jobs_ == 0; });
   }
   if (runners_) runners_->Shutdown();
+  for (const std::string& line : failures_.Flush(NowNs())) Log(TIER_LOG_WARN, line);
   if (codec_) codec_->Shutdown();
   if (backend_) backend_->Shutdown();
   backend_.reset();
@@ -274,7 +301,7 @@ Status DiskProvider::Remove(const tier_key* key) {
       // budget is released when it unpins.
       const int rc = ops_->UnlinkAt(dir_.dir_fd, entry->file_name.c_str(), 0);
       if (rc < 0 && rc != -ENOENT) {
-        status = Status::FromErrno(-rc, "remove: unlink '" + entry->file_name + "'");
+        status = ErrnoStatus(-rc, "remove: unlink '" + entry->file_name + "'");
       } else {
         index_.Detach(k);
       }
@@ -285,13 +312,17 @@ Status DiskProvider::Remove(const tier_key* key) {
   // the checkpoint is gone from the index and a resurrected file is whole and verified at open.
   if (status.ok() && options_.durability == Durability::kFdatasync) {
     if (const int rc = ops_->FSyncDir(dir_.dir_fd); rc < 0) {
-      Log(TIER_LOG_WARN, "disk: remove: fsync directory '" + options_.dir + "': " + ErrnoText(-rc) +
+      Log(TIER_LOG_WARN, "disk: remove: fsync directory '" + options_.dir +
+                             "': " + Status::ErrnoText(-rc) +
                              " (the removed checkpoint may reappear after a "
                              "power loss)");
     }
   }
   metrics_->Remove(status.code());
-  if (status.ok()) PublishUsage();
+  if (status.ok()) {
+    filesystem_full_.store(false);  // space came back: the next spill finds out for itself
+    PublishUsage();
+  }
   return status;
 }
 
@@ -315,6 +346,8 @@ Status DiskProvider::Enumerate(tier_enumerate_fn fn, void* user_data) {
     static const uint8_t kEmpty = 0;
     out.manifest = has_manifest ? (e->manifest.empty() ? &kEmpty : e->manifest.data()) : nullptr;
     out.manifest_bytes = has_manifest ? e->manifest.size() : 0;
+    out.created_unix_ns = e->created_unix_ns;
+    out.last_used_unix_ns = e->last_used_unix_ns.load();
     if (fn(user_data, &out) != 0) break;
   }
   return Status::Ok();
@@ -358,6 +391,20 @@ Status DiskProvider::PlanRestore(const tier_key* key, uint64_t predicted_prefill
   return Status::Ok();
 }
 
+Status DiskProvider::Probe(const tier_key* keys, uint32_t key_count, uint8_t* found) {
+  if (keys == nullptr || found == nullptr) {
+    return Status(TIER_INVALID_ARGUMENT, "disk: probe: NULL keys or found");
+  }
+  if (key_count == 0 || key_count > TIER_PROBE_MAX_KEYS) {
+    return Status(TIER_INVALID_ARGUMENT, "disk: probe takes 1 to " +
+                                             std::to_string(TIER_PROBE_MAX_KEYS) + " keys, got " +
+                                             std::to_string(key_count));
+  }
+  std::lock_guard lock(mu_);
+  for (uint32_t i = 0; i < key_count; ++i) found[i] = index_.Contains(ToKey(&keys[i])) ? 1 : 0;
+  return Status::Ok();
+}
+
 bool DiskProvider::QueueAccepted(std::unique_ptr<Job> job,
                                  const std::function<void(Job&)>& release) {
   {
@@ -380,33 +427,51 @@ bool DiskProvider::QueueAccepted(std::unique_ptr<Job> job,
 }
 
 void DiskProvider::RunJob(Job* job) {
+  const char* what = job->type == Job::Type::kSpill ? "spill" : "restore";
+  JobOutcome outcome;
+  // The pipelines give back what they hold through scope guards; an exception (out of memory)
+  // reaches here with everything released and becomes the job's status.
   try {
-    if (job->type == Job::Type::kSpill)
-      RunSpill(job);
-    else
-      RunRestore(job);
-  } catch (...) {
-    // RunSpill/RunRestore complete the job themselves and catch inside their chunk loops; an
-    // exception here means completion already ran or cannot safely run: a provider bug.
-    Log(TIER_LOG_ERROR, "disk: unexpected exception escaped a job runner");
-    std::abort();
+    outcome = job->type == Job::Type::kSpill ? RunSpill(job) : RunRestore(job);
+  } catch (const std::bad_alloc&) {
+    outcome = JobOutcome{Status::Internal(std::string("disk: ") + what + ": out of memory")};
+  } catch (const std::exception& e) {
+    outcome = JobOutcome{Status::Internal(std::string("disk: ") + what + ": " + e.what())};
   }
+  LogOutcome(*job, outcome);
+  Complete(job, outcome);
 }
 
-void DiskProvider::Complete(Job* job, const Status& status, uint64_t logical_bytes,
-                            uint64_t stored_bytes) {
+void DiskProvider::LogOutcome(const Job& job, const JobOutcome& outcome) {
+  const std::string what = job.type == Job::Type::kSpill ? "spill" : "restore";
+  const Status& status = outcome.status;
+  if (status.ok()) {
+    for (const std::string& line : failures_.Succeeded(what, NowNs())) Log(TIER_LOG_INFO, line);
+    return;
+  }
+  if (status.code() == TIER_CANCELLED || outcome.logged) return;
+  if (status.code() == TIER_DATA_LOSS) {
+    Log(TIER_LOG_ERROR, status.message());  // each one: a checkpoint is gone
+    return;
+  }
+  const std::string line = failures_.Failed(what, status.code(), status.message(), NowNs());
+  if (!line.empty()) Log(TIER_LOG_WARN, line);
+}
+
+void DiskProvider::Complete(Job* job, const JobOutcome& outcome) {
+  const Status& status = outcome.status;
   const uint64_t duration_ns = NowNs() - job->accepted_ns;
   const bool ok = status.ok();
   if (job->type == Job::Type::kSpill) {
     metrics_->Spill(status.code());
     if (ok) {
-      metrics_->SpillBytes(logical_bytes, stored_bytes);
+      metrics_->SpillBytes(outcome.logical_bytes, outcome.stored_bytes);
       metrics_->SpillSeconds(duration_ns / 1e9);
     }
   } else {
     metrics_->Restore(status.code());
     if (ok) {
-      metrics_->RestoreBytes(logical_bytes, stored_bytes);
+      metrics_->RestoreBytes(outcome.logical_bytes, outcome.stored_bytes);
       metrics_->RestoreSeconds(duration_ns / 1e9);
     }
   }
@@ -414,8 +479,8 @@ void DiskProvider::Complete(Job* job, const Status& status, uint64_t logical_byt
   completion.struct_size = sizeof(completion);
   completion.status = status.code();
   completion.message = status.message().c_str();
-  completion.logical_bytes = ok ? logical_bytes : 0;
-  completion.stored_bytes = ok ? stored_bytes : 0;
+  completion.logical_bytes = ok ? outcome.logical_bytes : 0;
+  completion.stored_bytes = ok ? outcome.stored_bytes : 0;
   completion.duration_ns = duration_ns;
   const tier_done_fn done = job->done;
   void* const user_data = job->user_data;
@@ -423,28 +488,68 @@ void DiskProvider::Complete(Job* job, const Status& status, uint64_t logical_byt
   inflight_ops_.fetch_sub(1);
   done(user_data, &completion);  // no provider lock held
   std::lock_guard lock(jobs_mu_);
-  TIER_DISK_CHECK(running_jobs_ > 0);
+  TIER_CHECK(running_jobs_ > 0);
   if (--running_jobs_ == 0) jobs_cv_.notify_all();
 }
 
-void DiskProvider::Quarantine(const std::string& file_name, const std::string& why,
-                              DataLossWhere where) {
-  // Caller holds mu_ (the name must not be reused between the check and the rename).
-  const std::string target = std::string(kQuarantineDirName) + "/" + file_name + "." +
-                             std::to_string(static_cast<unsigned long long>(::time(nullptr)));
-  const int rc = ops_->RenameNoReplace(dir_.dir_fd, file_name.c_str(), target.c_str());
+int DiskProvider::MoveToQuarantine(const std::string& file_name, std::string* target) {
+  *target = std::string(kQuarantineDirName) + "/" + file_name + "." +
+            std::to_string(static_cast<unsigned long long>(::time(nullptr))) + "." +
+            std::to_string(quarantine_seq_.fetch_add(1));
+  return ops_->RenameNoReplace(dir_.dir_fd, file_name.c_str(), target->c_str());
+}
+
+void DiskProvider::QuarantineCorrupt(const std::string& file_name, const std::string& why,
+                                     DataLossWhere where) {
+  std::string target;
+  const int rc = MoveToQuarantine(file_name, &target);
   if (rc == 0) {
     Log(TIER_LOG_ERROR, "disk: checkpoint '" + options_.dir + "/" + file_name + "' is corrupt (" +
                             why + "); moved to '" + target + "' and never served");
   } else {
     const int unlink_rc = ops_->UnlinkAt(dir_.dir_fd, file_name.c_str(), 0);
-    Log(TIER_LOG_ERROR,
-        "disk: checkpoint '" + options_.dir + "/" + file_name + "' is corrupt (" + why +
-            "); could not move it aside (" + ErrnoText(-rc) + "), " +
-            (unlink_rc == 0 ? "deleted it"
-                            : "could not delete it either (" + ErrnoText(-unlink_rc) + ")"));
+    Log(TIER_LOG_ERROR, "disk: checkpoint '" + options_.dir + "/" + file_name + "' is corrupt (" +
+                            why + "); could not move it aside (" + Status::ErrnoText(-rc) + "), " +
+                            (unlink_rc == 0 ? "deleted it"
+                                            : "could not delete it either (" +
+                                                  Status::ErrnoText(-unlink_rc) + ")"));
   }
   metrics_->DataLoss(where);
+  metrics_->Quarantined(QuarantineReason::kCorrupt);
+}
+
+void DiskProvider::SetAside(const std::string& file_name, const std::string& what,
+                            QuarantineReason reason) {
+  std::string target;
+  const int rc = MoveToQuarantine(file_name, &target);
+  const std::string where = "'" + options_.dir + "/" + file_name + "'";
+  if (rc == 0) {
+    Log(TIER_LOG_WARN, "disk: " + where + " " + what + "; moved to '" + target + "'");
+  } else {
+    // A directory cannot be unlinked; an empty one can be removed.
+    int unlink_rc = ops_->UnlinkAt(dir_.dir_fd, file_name.c_str(), 0);
+    if (unlink_rc == -EISDIR)
+      unlink_rc = ops_->UnlinkAt(dir_.dir_fd, file_name.c_str(), AT_REMOVEDIR);
+    Log(TIER_LOG_WARN, "disk: " + where + " " + what + "; could not move it aside (" +
+                           Status::ErrnoText(-rc) + "), " +
+                           (unlink_rc == 0 ? "deleted it"
+                                           : "could not delete it either (" +
+                                                 Status::ErrnoText(-unlink_rc) + ")"));
+  }
+  metrics_->Quarantined(reason);
+}
+
+std::string DiskProvider::OwnershipProblem(const struct stat& st) {
+  if (st.st_uid != ::geteuid()) {
+    return "is owned by uid " + std::to_string(st.st_uid) + ", not by this server (uid " +
+           std::to_string(::geteuid()) + ")";
+  }
+  if ((st.st_mode & 07777) != 0600) {
+    char mode[16];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return std::string("has mode ") + mode + ", not the 0600 this server writes";
+  }
+  return "";
 }
 
 }  // namespace tier::disk

@@ -17,14 +17,15 @@
 #include <string>
 
 #include "dir_guard.h"
+#include "errno_status.h"
 #include "estimator.h"
+#include "failure_log.h"
 #include "file_ops.h"
 #include "index.h"
 #include "io_backend.h"
 #include "metrics.h"
 #include "options.h"
 #include "staging_pool.h"
-#include "status.h"
 #include "tier_provider.h"
 #include "work_queue.h"
 
@@ -75,44 +76,83 @@ class DiskProvider {
   Status Remove(const tier_key* key);
   Status Enumerate(tier_enumerate_fn fn, void* user_data);
   Status PlanRestore(const tier_key* key, uint64_t predicted_prefill_ns, tier_plan* out);
+  // The 1.1 probe: one index lookup per key under one lock, no I/O, no stat result built. Any
+  // thread; `keys` and `found` are borrowed for the call.
+  Status Probe(const tier_key* keys, uint32_t key_count, uint8_t* found);
 
   // For tests and logs. Any thread.
   const IoPathInfo& io_path() const { return io_path_; }
   const DiskOptions& options() const { return options_; }
   uint64_t quarantined_at_open() const { return quarantined_at_open_; }
+  uint64_t not_owned_at_open() const { return not_owned_at_open_; }
   uint64_t temps_removed_at_open() const { return temps_removed_at_open_; }
   uint64_t foreign_at_open() const { return foreign_at_open_; }
   RestoreEstimator& estimator() { return *estimator_; }
 
-  // Internal (job.h); public only so the pipeline helpers in spill.cc/restore.cc can name them.
+  // Internal (job.h, spill.cc, restore.cc); public only so those files can name them.
   struct Job;
+  struct JobOutcome;
   struct ChunkWindow;
+  class SpillRun;
+  class RestoreRun;
 
  private:
   DiskProvider(const tier_host_services* host, std::string namespace_id, DiskOptions options,
                Seams seams);
   Status Start();         // probe, scan, threads; called by Open
   Status SelectIoPath();  // probe.cc
-  Status RunProbe(IoBackend* backend, bool direct, double* read_bps, bool* direct_refused);
-  Status ScanDirectory();                                    // recovery.cc
+  Status RunProbe(IoBackend* backend, bool direct, double* read_bytes_per_second,
+                  bool* direct_refused);
+  void UseIoPath(std::unique_ptr<IoBackend> backend, bool direct, double read_bytes_per_second,
+                 const std::string& failures);
+  void UseUnprobedPathOnFullFilesystem(const std::string& failures);
+  void LogOpened();
   Status ReadHeader(int fd, Header* header, bool* corrupt);  // restore.cc
+
+  // recovery.cc: the open-time scan, one directory entry at a time.
+  Status ScanDirectory();
+  void ScanName(const std::string& name);
+  void RemoveLeftover(const std::string& name);
+  void AdoptCheckpoint(const std::string& name, const KeyBytes& key);
+  void RejectAtOpen(const std::string& name, const Status& status, bool corrupt);
+
+  // spill.cc: after a spill failed NO_SPACE on the filesystem, spills are refused at submit while
+  // the filesystem has less free space than their worst case (one fstatfs, no file, no job).
+  // Returns why a spill of `worst_case_bytes` is refused, or "". Any thread.
+  std::string FilesystemFullRefusal(uint64_t worst_case_bytes);
 
   // Queues a job already counted in inflight_ops_ to the runners. If it cannot be queued (out
   // of memory) the acceptance is undone: `release` gives back what the job holds (pin or
   // reservation), the counters drop, the job is freed and false is returned. Submitting thread.
   bool QueueAccepted(std::unique_ptr<Job> job, const std::function<void(Job&)>& release);
-  void RunJob(Job* job);    // runner thread
-  void RunSpill(Job* job);  // spill.cc
-  // `auto`'s guard (spill.cc). Raw restore throughput: measured (logical bytes over wall time of
-  // raw restores), else the read bandwidth estimate. The single-thread decompression speed a
-  // segment's codec needs for the codec threads to keep up with it. Whether the compressed
-  // restores timed so far were slower than the raw ones.
-  double RawRestoreBytesPerSecond() const;
-  double MinDecompressBytesPerSecond() const;
-  bool CompressedRestoresLag() const;
-  void RunRestore(Job* job);  // restore.cc
-  void Complete(Job* job, const Status& status, uint64_t logical_bytes, uint64_t stored_bytes);
-  void Quarantine(const std::string& file_name, const std::string& why, DataLossWhere where);
+  // Runner thread: runs the job's pipeline, logs its failure (folded by failures_), completes it.
+  void RunJob(Job* job);
+  JobOutcome RunSpill(Job* job);  // spill.cc
+  // Under mu_: the in-flight bound and the budget reservation of an accepted spill (the refusal
+  // message without the "disk: spill: " prefix).
+  Status AcceptSpill(const Job& job);
+  JobOutcome RunRestore(Job* job);  // restore.cc
+  // Under mu_: opens the checkpoint file of an accepted restore and pins its entry; a file
+  // deleted behind the provider's back drops the entry. Refusals go through `refuse`.
+  Status OpenForRestore(Job* job, std::shared_ptr<Entry> entry,
+                        const std::function<Status(tier_status, const std::string&)>& refuse);
+  void RecordUse(int fd, Entry* entry);
+  void DropDamaged(const Job& job, const std::shared_ptr<Entry>& entry, const RestoreRun& run,
+                   JobOutcome* outcome);
+  void LogOutcome(const Job& job, const JobOutcome& outcome);
+  void Complete(Job* job, const JobOutcome& outcome);
+
+  // Moving files aside into quarantine/. Caller holds mu_ (the name must not be reused between
+  // the check and the rename). A file that cannot be moved is deleted where it can be. Each logs
+  // one line and counts the file in tier_cold_quarantined_total{reason}.
+  // A checkpoint that failed verification (also counted in tier_cold_data_loss_total{where}).
+  void QuarantineCorrupt(const std::string& file_name, const std::string& why, DataLossWhere where);
+  // Anything else not to serve or that blocks a name: `what` says what it is and why.
+  void SetAside(const std::string& file_name, const std::string& what, QuarantineReason reason);
+  // Renames `file_name` into quarantine/ under a name of its own; returns 0 or -errno.
+  int MoveToQuarantine(const std::string& file_name, std::string* target);
+  // "" when `st` is a file this server wrote (owned by its uid, mode exactly 0600), else why not.
+  static std::string OwnershipProblem(const struct stat& st);
   void PublishUsage();  // metrics gauges; takes mu_
 
   std::string FileNameFor(const KeyBytes& key) const;
@@ -135,6 +175,7 @@ class DiskProvider {
   std::unique_ptr<WorkQueue> codec_;
   std::unique_ptr<RestoreEstimator> estimator_;
   std::unique_ptr<DiskMetrics> metrics_;
+  FailureLog failures_;
 
   mutable std::mutex mu_;  // guards index_ and directory names (rename/unlink of checkpoints)
   Index index_;
@@ -146,8 +187,11 @@ class DiskProvider {
   std::condition_variable jobs_cv_;
   uint64_t running_jobs_ = 0;  // accepted, callback not yet returned (guarded by jobs_mu_)
   std::atomic<uint64_t> temp_seq_{0};
+  std::atomic<uint64_t> quarantine_seq_{0};
+  std::atomic<bool> filesystem_full_{false};  // the last spill failed NO_SPACE on the filesystem
 
   uint64_t quarantined_at_open_ = 0;
+  uint64_t not_owned_at_open_ = 0;
   uint64_t temps_removed_at_open_ = 0;
   uint64_t foreign_at_open_ = 0;
 };

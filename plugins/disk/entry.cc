@@ -142,25 +142,11 @@ tier_status PlanFn(tier_instance* instance, const tier_key* key, uint64_t predic
   });
 }
 
-// One in-memory index lookup per key: visible checkpoints only (a spill in flight is not found).
 tier_status ProbeFn(tier_instance* instance, const tier_key* keys, uint32_t key_count,
                     uint8_t* found, tier_error* error) {
   return Guard("probe", error, [&] {
-    if (instance == nullptr || keys == nullptr || found == nullptr) {
-      return Status(TIER_INVALID_ARGUMENT, "disk: probe needs instance, keys and found");
-    }
-    if (key_count == 0 || key_count > TIER_PROBE_MAX_KEYS) {
-      return Status(TIER_INVALID_ARGUMENT, "disk: probe takes 1 to 1024 keys, got " +
-                                               std::to_string(key_count));
-    }
-    for (uint32_t i = 0; i < key_count; ++i) {
-      tier_stat_result stat{};
-      stat.struct_size = sizeof(stat);
-      const Status s = Self(instance)->Stat(&keys[i], &stat, nullptr, 0);
-      if (!s.ok() && s.code() != TIER_NOT_FOUND) return s;
-      found[i] = s.ok() ? 1 : 0;
-    }
-    return Status::Ok();
+    return instance ? Self(instance)->Probe(keys, key_count, found)
+                    : Status(TIER_INVALID_ARGUMENT, "disk: NULL instance");
   });
 }
 
@@ -192,8 +178,7 @@ extern "C" TIER_EXPORT tier_status tier_provider_entry(uint32_t host_abi_major,
                                                        const tier_host_services* /*host*/,
                                                        const tier_provider** provider_out) {
   if (provider_out == nullptr) return TIER_INVALID_ARGUMENT;
-  *provider_out = nullptr;
-  if (host_abi_major != TIER_ABI_VERSION_MAJOR) return TIER_UNSUPPORTED;
+  // Set on a major mismatch too: the host reads the table's versions to name both in its error.
   *provider_out = &tier::disk::kProvider;
-  return TIER_OK;
+  return host_abi_major == TIER_ABI_VERSION_MAJOR ? TIER_OK : TIER_UNSUPPORTED;
 }

@@ -44,10 +44,10 @@ class RestoreEstimator {
 
  private:
   mutable std::mutex mu_;
-  double read_bps_;
-  double decompress_bps_;  // per codec thread
-  double compressed_restore_bps_ = 0;
-  double raw_restore_bps_ = 0;
+  double read_bytes_per_second_;
+  double decompress_bytes_per_second_;  // per codec thread
+  double compressed_restore_bytes_per_second_ = 0;
+  double raw_restore_bytes_per_second_ = 0;
   const uint32_t codec_threads_;
 };
 

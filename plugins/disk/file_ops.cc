@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,20 +28,36 @@ int PosixFileOps::OpenAt(int dirfd, const char* name, int flags, mode_t mode) {
   return RetryEintr([&] { return ::openat(dirfd, name, flags, mode); });
 }
 
-int FileOps::FAllocate(int fd, uint64_t length) {
-  return RetryEintr([&] { return ::fallocate(fd, 0, 0, static_cast<off_t>(length)); });
+int FileOps::FAllocate(int fd, uint64_t length_bytes) {
+  return RetryEintr([&] { return ::fallocate(fd, 0, 0, static_cast<off_t>(length_bytes)); });
+}
+
+int FileOps::FChmod(int fd, mode_t mode) {
+  return RetryEintr([&] { return ::fchmod(fd, mode); });
+}
+
+int FileOps::TouchModificationTime(int fd) {
+  const timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+  return RetryEintr([&] { return ::futimens(fd, times); });
+}
+
+int FileOps::LStatAt(int dirfd, const char* name, struct stat* out) {
+  return RetryEintr([&] { return ::fstatat(dirfd, name, out, AT_SYMLINK_NOFOLLOW); });
 }
 
 int PosixFileOps::Close(int fd) {
   return ::close(fd) == 0 ? 0 : -errno;
 }
 
-int64_t PosixFileOps::PRead(int fd, void* buf, uint64_t len, uint64_t offset) {
-  return RetryEintr([&] { return ::pread(fd, buf, len, static_cast<off_t>(offset)); });
+int64_t PosixFileOps::PRead(int fd, void* buf, uint64_t length_bytes, uint64_t offset_bytes) {
+  return RetryEintr(
+      [&] { return ::pread(fd, buf, length_bytes, static_cast<off_t>(offset_bytes)); });
 }
 
-int64_t PosixFileOps::PWrite(int fd, const void* buf, uint64_t len, uint64_t offset) {
-  return RetryEintr([&] { return ::pwrite(fd, buf, len, static_cast<off_t>(offset)); });
+int64_t PosixFileOps::PWrite(int fd, const void* buf, uint64_t length_bytes,
+                             uint64_t offset_bytes) {
+  return RetryEintr(
+      [&] { return ::pwrite(fd, buf, length_bytes, static_cast<off_t>(offset_bytes)); });
 }
 
 int PosixFileOps::FDataSync(int fd) {
@@ -65,8 +82,8 @@ int PosixFileOps::MkdirAt(int dirfd, const char* name, mode_t mode) {
   return RetryEintr([&] { return ::mkdirat(dirfd, name, mode); });
 }
 
-int PosixFileOps::FTruncate(int fd, uint64_t length) {
-  return RetryEintr([&] { return ::ftruncate(fd, static_cast<off_t>(length)); });
+int PosixFileOps::FTruncate(int fd, uint64_t length_bytes) {
+  return RetryEintr([&] { return ::ftruncate(fd, static_cast<off_t>(length_bytes)); });
 }
 
 int PosixFileOps::FStat(int fd, struct stat* out) {

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <utility>
 
+#include "tier/check.h"
+
 namespace tier::disk {
 namespace {
 
@@ -69,6 +71,30 @@ ChunkRecord DecodeChunk(const uint8_t* p) {
   return c;
 }
 
+void EncodeSegment(const SegmentRecord& seg, uint64_t checksum, uint8_t* p) {
+  Put32(p, seg.kind);
+  Put32(p + 4, seg.index);
+  Put64(p + 8, seg.logical_bytes);
+  Put64(p + 16, seg.stored_bytes);
+  Put32(p + 24, seg.codec);
+  Put32(p + 28, seg.chunk_count);
+  Put64(p + 32, seg.first_chunk);
+  Put64(p + 40, checksum);
+}
+
+SegmentRecord DecodeSegment(const uint8_t* p) {
+  SegmentRecord seg;
+  seg.kind = Get32(p);
+  seg.index = Get32(p + 4);
+  seg.logical_bytes = Get64(p + 8);
+  seg.stored_bytes = Get64(p + 16);
+  seg.codec = Get32(p + 24);
+  seg.chunk_count = Get32(p + 28);
+  seg.first_chunk = Get64(p + 32);
+  seg.checksum = Get64(p + 40);
+  return seg;
+}
+
 uint64_t HeaderChecksum(std::span<const uint8_t> content) {
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
@@ -111,17 +137,30 @@ uint64_t ChunkTableChecksum(std::span<const ChunkRecord> chunks) {
   return XXH3_64bits_digest(&state);
 }
 
+uint64_t ChunkSeed(uint32_t format_version, const KeyBytes& key, uint32_t kind, uint32_t index,
+                   uint32_t chunk_in_segment) {
+  if (format_version < 2) return 0;
+  uint8_t identity[TIER_KEY_BYTES + 12];
+  std::memcpy(identity, key.data(), TIER_KEY_BYTES);
+  Put32(identity + TIER_KEY_BYTES, kind);
+  Put32(identity + TIER_KEY_BYTES + 4, index);
+  Put32(identity + TIER_KEY_BYTES + 8, chunk_in_segment);
+  return XXH3_64bits(identity, sizeof(identity));
+}
+
 bool PeekHeaderBytes(std::span<const uint8_t> prefix, uint64_t* header_bytes, ParseError* error) {
   if (prefix.size() < kFixedHeaderBytes) return Fail(error, "file shorter than the fixed header");
   if (std::memcmp(prefix.data() + kOffMagic, kMagic, sizeof(kMagic)) != 0) {
     return Fail(error, "bad magic");
   }
   const uint32_t version = Get32(prefix.data() + kOffVersion);
-  if (version == 0) return Fail(error, "format version 0");
-  if (version != kFormatVersion) {
+  if (version < kOldestFormatVersion)
+    return Fail(error, "format version " + std::to_string(version));
+  if (version > kFormatVersion) {
     return Fail(error,
                 "format version " + std::to_string(version) + " (this build reads " +
-                    std::to_string(kFormatVersion) + ")",
+                    std::to_string(kOldestFormatVersion) + " to " + std::to_string(kFormatVersion) +
+                    ")",
                 ParseErrorKind::kUnsupported);
   }
   const uint64_t bytes = Get32(prefix.data() + kOffHeaderBytes);
@@ -132,11 +171,21 @@ bool PeekHeaderBytes(std::span<const uint8_t> prefix, uint64_t* header_bytes, Pa
   return true;
 }
 
-bool ParseHeader(std::span<const uint8_t> bytes, Header* out, ParseError* error) {
-  uint64_t header_bytes = 0;
-  if (!PeekHeaderBytes(bytes, &header_bytes, error)) return false;
-  if (bytes.size() < header_bytes) return Fail(error, "header truncated");
-  const std::span<const uint8_t> content = bytes.first(header_bytes);
+namespace {
+
+// Where the variable parts of a header lie, from its fixed fields.
+struct Layout {
+  uint64_t namespace_bytes = 0;
+  uint64_t segment_count = 0;
+  uint64_t chunk_count = 0;
+  uint64_t manifest_bytes = 0;
+  size_t segments_at = 0;
+  size_t chunks_at = 0;
+  size_t manifest_at = 0;
+};
+
+// The header checksum, then the fields that must be zero.
+bool CheckSeal(std::span<const uint8_t> content, ParseError* error) {
   const uint8_t* p = content.data();
   if (Get64(p + kOffChecksum) != HeaderChecksum(content)) {
     return Fail(error, "header checksum mismatch");
@@ -145,65 +194,148 @@ bool ParseHeader(std::span<const uint8_t> bytes, Header* out, ParseError* error)
   if (Get16(p + kOffReserved16) != 0 || Get64(p + kOffReserved64) != 0) {
     return Fail(error, "reserved header fields not zero");
   }
-  Header h;
-  h.chunk_bytes = Get32(p + kOffChunkBytes);
-  if (h.chunk_bytes < kMinChunkBytes || h.chunk_bytes > kMaxChunkBytes ||
-      h.chunk_bytes % kBlockBytes != 0) {
-    return Fail(error, "chunk size " + std::to_string(h.chunk_bytes) + " out of bounds");
+  return true;
+}
+
+// The fixed 128 bytes: sizes and counts within bounds, and the tables they describe exactly as
+// long as the header content.
+bool ParseFixedFields(std::span<const uint8_t> content, Header* h, Layout* layout,
+                      ParseError* error) {
+  const uint8_t* p = content.data();
+  h->format_version = Get32(p + kOffVersion);
+  h->chunk_bytes = Get32(p + kOffChunkBytes);
+  if (h->chunk_bytes < kMinChunkBytes || h->chunk_bytes > kMaxChunkBytes ||
+      h->chunk_bytes % kBlockBytes != 0) {
+    return Fail(error, "chunk size " + std::to_string(h->chunk_bytes) + " out of bounds");
   }
-  std::memcpy(h.key.data(), p + kOffKey, TIER_KEY_BYTES);
-  const uint64_t namespace_bytes = Get16(p + kOffNamespaceBytes);
-  const uint64_t segment_count = Get32(p + kOffSegmentCount);
-  const uint64_t chunk_count = Get64(p + kOffChunkCount);
-  const uint64_t manifest_bytes = Get64(p + kOffManifestBytes);
-  if (namespace_bytes > kMaxNamespaceBytes) return Fail(error, "namespace too long");
-  if (segment_count > TIER_MAX_SEGMENTS) return Fail(error, "too many segments");
-  if (chunk_count > kMaxHeaderBytes / kChunkRecordBytes) return Fail(error, "too many chunks");
-  if (manifest_bytes > TIER_MANIFEST_MAX_BYTES) return Fail(error, "manifest too long");
-  if (HeaderContentBytes(namespace_bytes, segment_count, chunk_count, manifest_bytes) !=
-      header_bytes) {
+  std::memcpy(h->key.data(), p + kOffKey, TIER_KEY_BYTES);
+  layout->namespace_bytes = Get16(p + kOffNamespaceBytes);
+  layout->segment_count = Get32(p + kOffSegmentCount);
+  layout->chunk_count = Get64(p + kOffChunkCount);
+  layout->manifest_bytes = Get64(p + kOffManifestBytes);
+  if (layout->namespace_bytes > kMaxNamespaceBytes) return Fail(error, "namespace too long");
+  if (layout->segment_count > TIER_MAX_SEGMENTS) return Fail(error, "too many segments");
+  if (layout->chunk_count > kMaxHeaderBytes / kChunkRecordBytes) {
+    return Fail(error, "too many chunks");
+  }
+  if (layout->manifest_bytes > TIER_MANIFEST_MAX_BYTES) return Fail(error, "manifest too long");
+  if (HeaderContentBytes(layout->namespace_bytes, layout->segment_count, layout->chunk_count,
+                         layout->manifest_bytes) != content.size()) {
     return Fail(error, "header length does not match its tables");
   }
-  h.logical_bytes = Get64(p + kOffLogicalBytes);
-  h.data_offset = Get64(p + kOffDataOffset);
-  h.file_bytes = Get64(p + kOffFileBytes);
-  h.created_unix_ns = Get64(p + kOffCreated);
-  if (h.data_offset != AlignUp(header_bytes, kBlockBytes)) return Fail(error, "bad data offset");
-  if (h.file_bytes < h.data_offset || h.file_bytes % kBlockBytes != 0) {
+  h->logical_bytes = Get64(p + kOffLogicalBytes);
+  h->data_offset = Get64(p + kOffDataOffset);
+  h->file_bytes = Get64(p + kOffFileBytes);
+  h->created_unix_ns = Get64(p + kOffCreated);
+  if (h->data_offset != AlignUp(content.size(), kBlockBytes)) return Fail(error, "bad data offset");
+  if (h->file_bytes < h->data_offset || h->file_bytes % kBlockBytes != 0) {
     return Fail(error, "bad file length");
   }
+  layout->segments_at = kFixedHeaderBytes + AlignUp(layout->namespace_bytes, 8);
+  layout->chunks_at = layout->segments_at + layout->segment_count * kSegmentRecordBytes;
+  layout->manifest_at = layout->chunks_at + layout->chunk_count * kChunkRecordBytes;
+  return true;
+}
 
-  size_t at = kFixedHeaderBytes;
-  h.namespace_id.assign(reinterpret_cast<const char*>(p + at), namespace_bytes);
-  for (uint64_t i = namespace_bytes; i < AlignUp(namespace_bytes, 8); ++i) {
-    if (p[at + i] != 0) return Fail(error, "namespace padding not zero");
+// The namespace, its zero padding, and the three tables, decoded (not yet checked).
+bool DecodeVariableParts(std::span<const uint8_t> content, const Layout& layout, Header* h,
+                         ParseError* error) {
+  const uint8_t* p = content.data();
+  h->namespace_id.assign(reinterpret_cast<const char*>(p + kFixedHeaderBytes),
+                         layout.namespace_bytes);
+  for (uint64_t i = layout.namespace_bytes; i < AlignUp(layout.namespace_bytes, 8); ++i) {
+    if (p[kFixedHeaderBytes + i] != 0) return Fail(error, "namespace padding not zero");
   }
-  at += AlignUp(namespace_bytes, 8);
-  const size_t segments_at = at;
-  const size_t chunks_at = segments_at + segment_count * kSegmentRecordBytes;
-  const size_t manifest_at = chunks_at + chunk_count * kChunkRecordBytes;
-
-  h.chunks.resize(chunk_count);
-  for (uint64_t i = 0; i < chunk_count; ++i) {
-    h.chunks[i] = DecodeChunk(p + chunks_at + i * kChunkRecordBytes);
+  h->chunks.resize(layout.chunk_count);
+  for (uint64_t i = 0; i < layout.chunk_count; ++i) {
+    h->chunks[i] = DecodeChunk(p + layout.chunks_at + i * kChunkRecordBytes);
   }
-  h.manifest.assign(p + manifest_at, p + manifest_at + manifest_bytes);
+  h->manifest.assign(p + layout.manifest_at, p + layout.manifest_at + layout.manifest_bytes);
+  h->segments.resize(layout.segment_count);
+  for (uint64_t s = 0; s < layout.segment_count; ++s) {
+    h->segments[s] = DecodeSegment(p + layout.segments_at + s * kSegmentRecordBytes);
+  }
+  return true;
+}
 
-  h.segments.resize(segment_count);
-  std::vector<std::pair<uint32_t, uint32_t>> ids;
-  ids.reserve(segment_count);
+// The inline manifest's record: no chunks, the manifest's length and checksum.
+bool CheckManifestSegment(const Header& h, const SegmentRecord& seg, const std::string& where,
+                          ParseError* error) {
+  if (seg.codec != kCodecInline || seg.logical_bytes != h.manifest.size() ||
+      seg.stored_bytes != 0 || seg.chunk_count != 0 || seg.first_chunk != 0) {
+    return Fail(error, where + ": bad manifest record");
+  }
+  if (seg.checksum != XXH3_64bits(h.manifest.data(), h.manifest.size())) {
+    return Fail(error, where + ": manifest checksum mismatch");
+  }
+  return true;
+}
+
+// One chunk of a data segment: its codec and stored length fit its logical length, and it lies
+// inside the file after the header. Adds its padded length to *stored_bytes.
+bool CheckChunk(const Header& h, const SegmentRecord& seg, const ChunkRecord& chunk,
+                uint64_t chunk_logical_bytes, const std::string& where, uint64_t* stored_bytes,
+                ParseError* error) {
+  if (chunk.codec == kCodecRaw) {
+    if (chunk.stored_bytes != chunk_logical_bytes) return Fail(error, where + ": raw chunk length");
+  } else if (IsZstdCodec(chunk.codec)) {
+    if (seg.codec != chunk.codec) {
+      return Fail(error, where + ": chunk codec differs from its segment's");
+    }
+    if (chunk.stored_bytes == 0 || chunk.stored_bytes > h.chunk_bytes) {
+      return Fail(error, where + ": zstd chunk length");
+    }
+  } else {
+    return Fail(error, where + ": chunk codec");
+  }
+  uint64_t end = 0;
+  if (chunk.file_offset % kBlockBytes != 0 || chunk.file_offset < h.data_offset ||
+      !CheckedAdd(chunk.file_offset, AlignUp(chunk.stored_bytes, kBlockBytes), &end) ||
+      end > h.file_bytes) {
+    return Fail(error, where + ": chunk offset out of the file");
+  }
+  *stored_bytes += AlignUp(chunk.stored_bytes, kBlockBytes);
+  return true;
+}
+
+// A data segment: its chunk range continues the table at *next_chunk and covers its length
+// exactly, every chunk checks, and the stored length and chunk-table checksum match.
+bool CheckDataSegment(const Header& h, const SegmentRecord& seg, const std::string& where,
+                      uint64_t* next_chunk, ParseError* error) {
+  if (seg.codec != kCodecRaw && !IsZstdCodec(seg.codec)) return Fail(error, where + ": codec");
+  // ceil(logical / chunk) without the wrap-around of (logical + chunk - 1) near 2^64.
+  if (seg.chunk_count !=
+      seg.logical_bytes / h.chunk_bytes + (seg.logical_bytes % h.chunk_bytes != 0)) {
+    return Fail(error, where + ": chunk count does not match its length");
+  }
+  if (seg.first_chunk != *next_chunk || seg.chunk_count > h.chunks.size() - *next_chunk) {
+    return Fail(error, where + ": chunk range out of the chunk table");
+  }
+  uint64_t stored_bytes = 0;
+  for (uint32_t c = 0; c < seg.chunk_count; ++c) {
+    const uint64_t chunk_logical_bytes =
+        std::min<uint64_t>(h.chunk_bytes, seg.logical_bytes - uint64_t{c} * h.chunk_bytes);
+    if (!CheckChunk(h, seg, h.chunks[*next_chunk + c], chunk_logical_bytes, where, &stored_bytes,
+                    error)) {
+      return false;
+    }
+  }
+  if (stored_bytes != seg.stored_bytes) return Fail(error, where + ": stored length mismatch");
+  if (seg.checksum !=
+      ChunkTableChecksum(std::span(h.chunks).subspan(*next_chunk, seg.chunk_count))) {
+    return Fail(error, where + ": chunk table checksum mismatch");
+  }
+  *next_chunk += seg.chunk_count;
+  return true;
+}
+
+// Every segment record, in stored order; then what the records must say together.
+bool CheckSegments(const Header& h, ParseError* error) {
   uint64_t next_chunk = 0, logical_total = 0, manifest_segments = 0;
-  for (uint64_t s = 0; s < segment_count; ++s) {
-    const uint8_t* r = p + segments_at + s * kSegmentRecordBytes;
-    SegmentRecord& seg = h.segments[s];
-    seg.kind = Get32(r);
-    seg.index = Get32(r + 4);
-    seg.logical_bytes = Get64(r + 8);
-    seg.stored_bytes = Get64(r + 16);
-    seg.codec = Get32(r + 24);
-    seg.chunk_count = Get32(r + 28);
-    seg.first_chunk = Get64(r + 32);
-    seg.checksum = Get64(r + 40);
+  std::vector<std::pair<uint32_t, uint32_t>> ids;
+  ids.reserve(h.segments.size());
+  for (size_t s = 0; s < h.segments.size(); ++s) {
+    const SegmentRecord& seg = h.segments[s];
     const std::string where = "segment " + std::to_string(s);
     if (seg.kind < TIER_SEGMENT_KIND_MIN || seg.kind > TIER_SEGMENT_KIND_MAX) {
       return Fail(error, where + ": bad kind");
@@ -212,75 +344,51 @@ bool ParseHeader(std::span<const uint8_t> bytes, Header* out, ParseError* error)
     if (!CheckedAdd(logical_total, seg.logical_bytes, &logical_total)) {
       return Fail(error, where + ": length overflow");
     }
-    if (seg.kind == TIER_SEGMENT_MANIFEST) {
-      ++manifest_segments;
-      if (seg.codec != kCodecInline || seg.logical_bytes != manifest_bytes ||
-          seg.stored_bytes != 0 || seg.chunk_count != 0 || seg.first_chunk != 0) {
-        return Fail(error, where + ": bad manifest record");
-      }
-      if (seg.checksum != XXH3_64bits(h.manifest.data(), h.manifest.size())) {
-        return Fail(error, where + ": manifest checksum mismatch");
-      }
-      continue;
+    const bool manifest = seg.kind == TIER_SEGMENT_MANIFEST;
+    manifest_segments += manifest;
+    if (manifest ? !CheckManifestSegment(h, seg, where, error)
+                 : !CheckDataSegment(h, seg, where, &next_chunk, error)) {
+      return false;
     }
-    if (seg.codec != kCodecRaw && !IsZstdCodec(seg.codec)) return Fail(error, where + ": codec");
-    // ceil(logical / chunk) without the wrap-around of (logical + chunk - 1) near 2^64.
-    if (seg.chunk_count !=
-        seg.logical_bytes / h.chunk_bytes + (seg.logical_bytes % h.chunk_bytes != 0)) {
-      return Fail(error, where + ": chunk count does not match its length");
-    }
-    if (seg.first_chunk != next_chunk || seg.chunk_count > chunk_count - next_chunk) {
-      return Fail(error, where + ": chunk range out of the chunk table");
-    }
-    uint64_t stored = 0;
-    for (uint32_t c = 0; c < seg.chunk_count; ++c) {
-      const ChunkRecord& chunk = h.chunks[next_chunk + c];
-      const uint64_t chunk_logical =
-          std::min<uint64_t>(h.chunk_bytes, seg.logical_bytes - uint64_t{c} * h.chunk_bytes);
-      if (chunk.codec == kCodecRaw) {
-        if (chunk.stored_bytes != chunk_logical) return Fail(error, where + ": raw chunk length");
-      } else if (IsZstdCodec(chunk.codec)) {
-        if (seg.codec != chunk.codec) {
-          return Fail(error, where + ": chunk codec differs from its segment's");
-        }
-        if (chunk.stored_bytes == 0 || chunk.stored_bytes > h.chunk_bytes) {
-          return Fail(error, where + ": zstd chunk length");
-        }
-      } else {
-        return Fail(error, where + ": chunk codec");
-      }
-      uint64_t end = 0;
-      if (chunk.file_offset % kBlockBytes != 0 || chunk.file_offset < h.data_offset ||
-          !CheckedAdd(chunk.file_offset, AlignUp(chunk.stored_bytes, kBlockBytes), &end) ||
-          end > h.file_bytes) {
-        return Fail(error, where + ": chunk offset out of the file");
-      }
-      stored += AlignUp(chunk.stored_bytes, kBlockBytes);
-    }
-    if (stored != seg.stored_bytes) return Fail(error, where + ": stored length mismatch");
-    if (seg.checksum !=
-        ChunkTableChecksum(std::span(h.chunks).subspan(next_chunk, seg.chunk_count))) {
-      return Fail(error, where + ": chunk table checksum mismatch");
-    }
-    next_chunk += seg.chunk_count;
   }
-  if (next_chunk != chunk_count) return Fail(error, "chunk table has unused records");
+  if (next_chunk != h.chunks.size()) return Fail(error, "chunk table has unused records");
   if (manifest_segments > 1) return Fail(error, "more than one manifest");
-  if (manifest_segments == 0 && manifest_bytes != 0) return Fail(error, "orphan manifest bytes");
+  if (manifest_segments == 0 && !h.manifest.empty()) return Fail(error, "orphan manifest bytes");
   if (logical_total != h.logical_bytes) return Fail(error, "logical length mismatch");
   std::sort(ids.begin(), ids.end());
   if (std::adjacent_find(ids.begin(), ids.end()) != ids.end()) {
     return Fail(error, "duplicate (kind, index)");
   }
-  // Chunks must not overlap each other or the header region.
+  return true;
+}
+
+// Chunks must not overlap each other (CheckChunk keeps them out of the header region).
+bool CheckNoOverlap(const Header& h, ParseError* error) {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  ranges.reserve(chunk_count);
+  ranges.reserve(h.chunks.size());
   for (const ChunkRecord& c : h.chunks) {
     ranges.emplace_back(c.file_offset, c.file_offset + AlignUp(c.stored_bytes, kBlockBytes));
   }
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i].first < ranges[i - 1].second) return Fail(error, "overlapping chunks");
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ParseHeader(std::span<const uint8_t> bytes, Header* out, ParseError* error) {
+  uint64_t header_bytes = 0;
+  if (!PeekHeaderBytes(bytes, &header_bytes, error)) return false;
+  if (bytes.size() < header_bytes) return Fail(error, "header truncated");
+  const std::span<const uint8_t> content = bytes.first(header_bytes);
+  Header h;
+  Layout layout;
+  if (!CheckSeal(content, error) || !ParseFixedFields(content, &h, &layout, error) ||
+      !DecodeVariableParts(content, layout, &h, error) || !CheckSegments(h, error) ||
+      !CheckNoOverlap(h, error)) {
+    return false;
   }
   *out = std::move(h);
   return true;
@@ -290,11 +398,12 @@ uint64_t EncodeHeader(const Header& h, std::span<uint8_t> out) {
   const uint64_t content_bytes = HeaderContentBytes(h.namespace_id.size(), h.segments.size(),
                                                     h.chunks.size(), h.manifest.size());
   // Callers size `out` from the same counts; a mismatch is a provider bug.
-  if (out.size() < content_bytes) __builtin_trap();
+  TIER_CHECK(out.size() >= content_bytes);
+  TIER_CHECK(h.format_version >= kOldestFormatVersion && h.format_version <= kFormatVersion);
   uint8_t* p = out.data();
   std::memset(p, 0, content_bytes);
   std::memcpy(p + kOffMagic, kMagic, sizeof(kMagic));
-  Put32(p + kOffVersion, kFormatVersion);
+  Put32(p + kOffVersion, h.format_version);
   Put32(p + kOffHeaderBytes, static_cast<uint32_t>(content_bytes));
   Put32(p + kOffChunkBytes, h.chunk_bytes);
   std::memcpy(p + kOffKey, h.key.data(), TIER_KEY_BYTES);
@@ -310,20 +419,11 @@ uint64_t EncodeHeader(const Header& h, std::span<uint8_t> out) {
   std::memcpy(p + at, h.namespace_id.data(), h.namespace_id.size());
   at += AlignUp(h.namespace_id.size(), 8);
   for (const SegmentRecord& seg : h.segments) {
-    uint64_t checksum = 0;
-    if (seg.codec == kCodecInline) {
-      checksum = XXH3_64bits(h.manifest.data(), h.manifest.size());
-    } else {
-      checksum = ChunkTableChecksum(std::span(h.chunks).subspan(seg.first_chunk, seg.chunk_count));
-    }
-    Put32(p + at, seg.kind);
-    Put32(p + at + 4, seg.index);
-    Put64(p + at + 8, seg.logical_bytes);
-    Put64(p + at + 16, seg.stored_bytes);
-    Put32(p + at + 24, seg.codec);
-    Put32(p + at + 28, seg.chunk_count);
-    Put64(p + at + 32, seg.first_chunk);
-    Put64(p + at + 40, checksum);
+    const uint64_t checksum =
+        seg.codec == kCodecInline
+            ? XXH3_64bits(h.manifest.data(), h.manifest.size())
+            : ChunkTableChecksum(std::span(h.chunks).subspan(seg.first_chunk, seg.chunk_count));
+    EncodeSegment(seg, checksum, p + at);
     at += kSegmentRecordBytes;
   }
   for (const ChunkRecord& c : h.chunks) {

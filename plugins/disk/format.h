@@ -1,10 +1,13 @@
-// format.h -- the on-disk checkpoint format, version 1 (layout table in README.md).
+// format.h -- the on-disk checkpoint format, version 2 (layout table in plugins/disk/README.md).
 //
 // One file per checkpoint:  [header region, padded to 4 KiB][chunk][chunk]...  Every chunk starts
 // at a 4 KiB-aligned offset and is padded to 4 KiB, so every read and write may use O_DIRECT.
 // The header region holds a fixed 128-byte header, the namespace, the segment table, the chunk
 // table and the opaque manifest, all covered by one XXH3-64 checksum; each chunk carries the
-// XXH3-64 of its logical (uncompressed) bytes. All integers are little-endian.
+// XXH3-64 of its logical (uncompressed) bytes, seeded (version 2) with its identity: the key, its
+// segment's kind and index, and its index within the segment (ChunkSeed), so a chunk found in any
+// other place fails verification. Version 1 (unseeded chunk checksums) is still read. All
+// integers are little-endian.
 //
 // The functions here are pure (no I/O, no globals): ParseHeader is the fuzzing target.
 #pragma once
@@ -15,13 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "status.h"
 #include "tier_provider.h"
 
 namespace tier::disk {
 
 inline constexpr uint8_t kMagic[8] = {'T', 'I', 'E', 'R', 'C', 'K', 'P', 'T'};
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;        // what this build writes
+inline constexpr uint32_t kOldestFormatVersion = 1;  // the oldest it reads
 inline constexpr uint64_t kBlockBytes = 4096;  // alignment of the header region and every chunk
 inline constexpr uint32_t kFixedHeaderBytes = 128;
 inline constexpr uint32_t kSegmentRecordBytes = 48;
@@ -59,7 +62,7 @@ struct ChunkRecord {
   uint64_t file_offset = 0;    // multiple of kBlockBytes, >= data_offset
   uint32_t stored_bytes = 0;   // bytes of the frame (raw: the chunk's logical length)
   uint32_t codec = kCodecRaw;  // kCodecRaw or kCodecZstd
-  uint64_t checksum = 0;       // XXH3-64 of the chunk's logical bytes
+  uint64_t checksum = 0;       // XXH3-64 of the chunk's logical bytes, seeded by ChunkSeed
 };
 
 struct SegmentRecord {
@@ -74,20 +77,21 @@ struct SegmentRecord {
 };
 
 struct Header {
+  uint32_t format_version = kFormatVersion;  // 1 or 2: how chunk checksums are seeded
   uint32_t chunk_bytes = 0;
   KeyBytes key{};
   std::string namespace_id;
   uint64_t logical_bytes = 0;           // sum of segment logical lengths
   uint64_t data_offset = 0;             // HeaderRegionBytes(): where chunks may start
   uint64_t file_bytes = 0;              // the file's exact length, a multiple of kBlockBytes
-  uint64_t created_unix_ns = 0;         // informational
+  uint64_t created_unix_ns = 0;         // when the spill began (CLOCK_REALTIME)
   std::vector<SegmentRecord> segments;  // in stored order
   std::vector<ChunkRecord> chunks;
   std::vector<uint8_t> manifest;  // bytes of the TIER_SEGMENT_MANIFEST segment, if any
 };
 
-// Why a header was refused: kCorrupt files are quarantined, kUnsupported (a newer format version)
-// are left alone.
+// Why a header was refused: kCorrupt files are quarantined, kUnsupported (a format version newer
+// than kFormatVersion) are left alone.
 enum class ParseErrorKind { kCorrupt, kUnsupported };
 struct ParseError {
   ParseErrorKind kind = ParseErrorKind::kCorrupt;
@@ -111,11 +115,18 @@ bool PeekHeaderBytes(std::span<const uint8_t> prefix, uint64_t* header_bytes, Pa
 bool ParseHeader(std::span<const uint8_t> bytes, Header* out, ParseError* error);
 
 // Encodes `header` (tables complete, checksums of chunks set) into `out`, which must be at least
-// HeaderContentBytes(...) long; fills the segment checksums and the header checksum. Returns the
-// content length written. Pure.
+// HeaderContentBytes(...) long; fills the segment checksums and the header checksum. Writes
+// header.format_version (kFormatVersion unless a test asks for version 1). Returns the content
+// length written. Pure.
 uint64_t EncodeHeader(const Header& header, std::span<uint8_t> out);
 
 // XXH3-64 of the encoded chunk records of one segment (SegmentRecord::checksum).
 uint64_t ChunkTableChecksum(std::span<const ChunkRecord> chunks);
+
+// The seed of a chunk's checksum under `format_version`: 0 for version 1; for version 2 the
+// XXH3-64 of (key, segment kind u32, segment index u32, chunk index within the segment u32),
+// little-endian, 44 bytes. A chunk is checksummed with XXH3_64bits_withSeed(bytes, seed). Pure.
+uint64_t ChunkSeed(uint32_t format_version, const KeyBytes& key, uint32_t kind, uint32_t index,
+                   uint32_t chunk_in_segment);
 
 }  // namespace tier::disk

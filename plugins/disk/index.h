@@ -3,6 +3,7 @@
 // shared_ptr so an operation pins what it uses until it completes.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -33,16 +34,26 @@ struct Entry {
   uint64_t zstd_logical_bytes = 0;          // logical bytes held in zstd chunks (estimate)
   std::vector<tier_segment_info> segments;  // stored order
   std::vector<uint8_t> manifest;            // verified copy, for enumerate
+  uint64_t created_unix_ns = 0;             // the header's creation time
+  // The file's modification time: its spill, or the last restore that completed (restores touch
+  // it), so it survives a restart. Updated by the restore's runner, read by enumerate.
+  std::atomic<uint64_t> last_used_unix_ns{0};
   // Guarded by the provider's index mutex:
   uint32_t pins = 0;      // accepted restores reading the file
   bool detached = false;  // no longer in the index; its bytes are released at the last unpin
 };
+
+// The entry of a checkpoint whose header verified, stored in `file_name`. Any thread.
+std::shared_ptr<Entry> MakeEntry(const Header& header, std::string file_name,
+                                 uint64_t last_used_unix_ns);
 
 class Index {
  public:
   Index(uint64_t capacity_bytes, uint64_t max_entries);
 
   std::shared_ptr<Entry> Find(const KeyBytes& key) const;
+  // Whether `key` is stored and visible (not pending, not detached).
+  bool Contains(const KeyBytes& key) const { return map_.count(key) != 0; }
   // Adds a visible entry and charges its stored bytes. The key must be absent.
   void Insert(std::shared_ptr<Entry> entry);
   // Removes the entry from the index; its bytes are released now when unpinned, else at the last

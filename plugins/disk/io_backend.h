@@ -16,11 +16,11 @@ struct IoRequest {
   IoKind kind = IoKind::kRead;
   int fd = -1;
   void* buf = nullptr;  // borrowed until `done` runs
-  uint64_t len = 0;
-  uint64_t offset = 0;
+  uint64_t length_bytes = 0;
+  uint64_t offset_bytes = 0;
   // Runs exactly once on a backend thread, never inside Submit: `result` is the byte count
-  // transferred (== len, or less when a read hit end of file or a write made no progress) or
-  // -errno. It must not block on other I/O.
+  // transferred (== length_bytes, or less when a read hit end of file or a write made no progress)
+  // or -errno. It must not block on other I/O.
   void (*done)(void* ctx, int64_t result) = nullptr;
   void* ctx = nullptr;
 };

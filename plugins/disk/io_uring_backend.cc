@@ -8,10 +8,10 @@
 #include <deque>
 #include <mutex>
 #include <thread>
-#include "check.h"
+#include "tier/check.h"
 
+#include "errno_status.h"
 #include "io_backend.h"
-#include "status.h"
 
 namespace tier::disk {
 namespace {
@@ -32,7 +32,7 @@ class IoUringBackend final : public IoBackend {
   bool Init(std::string* why) {
     const int rc = io_uring_queue_init(queue_depth_ + 1, &ring_, 0);  // +1 for the stop NOP
     if (rc < 0) {
-      *why = "io_uring_queue_init: " + ErrnoText(-rc);
+      *why = "io_uring_queue_init: " + Status::ErrnoText(-rc);
       return false;
     }
     ring_ready_ = true;
@@ -55,7 +55,7 @@ class IoUringBackend final : public IoBackend {
   void Submit(const IoRequest& request) override {
     Op* op = new Op{request, 0};
     std::lock_guard lock(mu_);
-    TIER_DISK_CHECK(!stopping_);
+    TIER_CHECK(!stopping_);
     if (inflight_ < queue_depth_) {
       PrepLocked(op);
       SubmitLocked();
@@ -70,7 +70,7 @@ class IoUringBackend final : public IoBackend {
     stopping_ = true;
     idle_cv_.wait(lock, [&] { return inflight_ == 0 && pending_.empty(); });
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    TIER_DISK_CHECK(sqe != nullptr);  // nothing in flight: the ring has room
+    TIER_CHECK(sqe != nullptr);  // nothing in flight: the ring has room
     io_uring_prep_nop(sqe);
     io_uring_sqe_set_data(sqe, nullptr);  // the stop token
     SubmitLocked();
@@ -82,23 +82,23 @@ class IoUringBackend final : public IoBackend {
  private:
   void PrepLocked(Op* op) {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    TIER_DISK_CHECK(sqe != nullptr);  // inflight_ < queue_depth_ keeps the SQ from filling up
+    TIER_CHECK(sqe != nullptr);  // inflight_ < queue_depth_ keeps the SQ from filling up
     IoRequest& r = op->request;
     char* buf = static_cast<char*>(r.buf) + op->done_bytes;
-    const unsigned len = static_cast<unsigned>(r.len - op->done_bytes);
-    const uint64_t offset = r.offset + op->done_bytes;
-    const bool fixed =
-        fixed_base_ != nullptr && buf >= fixed_base_ && buf + len <= fixed_base_ + fixed_bytes_;
+    const unsigned length_bytes = static_cast<unsigned>(r.length_bytes - op->done_bytes);
+    const uint64_t offset_bytes = r.offset_bytes + op->done_bytes;
+    const bool fixed = fixed_base_ != nullptr && buf >= fixed_base_ &&
+                       buf + length_bytes <= fixed_base_ + fixed_bytes_;
     if (r.kind == IoKind::kRead) {
       if (fixed)
-        io_uring_prep_read_fixed(sqe, r.fd, buf, len, offset, 0);
+        io_uring_prep_read_fixed(sqe, r.fd, buf, length_bytes, offset_bytes, 0);
       else
-        io_uring_prep_read(sqe, r.fd, buf, len, offset);
+        io_uring_prep_read(sqe, r.fd, buf, length_bytes, offset_bytes);
     } else {
       if (fixed)
-        io_uring_prep_write_fixed(sqe, r.fd, buf, len, offset, 0);
+        io_uring_prep_write_fixed(sqe, r.fd, buf, length_bytes, offset_bytes, 0);
       else
-        io_uring_prep_write(sqe, r.fd, buf, len, offset);
+        io_uring_prep_write(sqe, r.fd, buf, length_bytes, offset_bytes);
     }
     io_uring_sqe_set_data(sqe, op);
     ++inflight_;
@@ -145,7 +145,7 @@ class IoUringBackend final : public IoBackend {
         result = static_cast<int64_t>(op->done_bytes);  // EOF or no progress: short count
       } else {
         op->done_bytes += static_cast<uint64_t>(res);
-        if (op->done_bytes < op->request.len)
+        if (op->done_bytes < op->request.length_bytes)
           again = true;
         else
           result = static_cast<int64_t>(op->done_bytes);

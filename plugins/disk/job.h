@@ -1,5 +1,6 @@
-// job.h -- internal: one accepted spill or restore, and the window of chunk operations a job has
-// in flight. Shared by disk_provider.cc, spill.cc and restore.cc only.
+// job.h -- internal: one accepted spill or restore, what it ends with, and the window of chunk
+// operations a job has in flight. Shared by disk_provider.cc, spill.cc, restore.cc and
+// recovery.cc only.
 #pragma once
 
 #include <atomic>
@@ -23,6 +24,14 @@ struct DiskProvider::Job {
   uint64_t worst_case_bytes = 0;  // spill: the budget reserved at acceptance
   std::shared_ptr<Entry> entry;   // restore: pinned until completion
   int fd = -1;                    // restore: opened at acceptance, so a remove cannot break it
+};
+
+// How a job ended: what its completion reports (byte counts only when ok).
+struct DiskProvider::JobOutcome {
+  Status status;
+  uint64_t logical_bytes = 0;
+  uint64_t stored_bytes = 0;
+  bool logged = false;  // the failure has had its log line already (a file set aside)
 };
 
 // Counts a job's chunk operations in flight and keeps the first error. The runner waits on it;
@@ -67,6 +76,16 @@ struct AlignedFree {
 };
 using AlignedBuffer = std::unique_ptr<uint8_t, AlignedFree>;
 AlignedBuffer AllocateAligned(uint64_t bytes);  // zeroed; throws std::bad_alloc
+
+// Runs `task` on `queue`, or here when it cannot be queued (out of memory): a chunk's work is
+// never dropped, so its window always drains. Runner thread.
+void PostOrRun(WorkQueue* queue, std::function<void()> task);
+
+bool IsBlockAligned(const void* p);
+
+// A file's modification time, and the wall clock now, in Unix nanoseconds. Any thread.
+uint64_t ModificationUnixNs(const struct stat& st);
+uint64_t RealtimeUnixNs();
 
 // Opens an existing checkpoint file for reading without ever blocking: a FIFO or device put under
 // a checkpoint's name is refused (-EINVAL) instead of hanging the open-time scan or a restore.

@@ -99,12 +99,12 @@ tier_metric* DiskMetrics::Series(tier_metric_family* family, const char* const* 
   return host_->metric(host_->host_context, family, values, count);
 }
 
-void DiskMetrics::Add(tier_metric* m, double v) {
-  if (has_metrics_ && m != nullptr) host_->metric_add(host_->host_context, m, v);
+void DiskMetrics::Add(tier_metric* m, double delta) {
+  if (has_metrics_ && m != nullptr) host_->metric_add(host_->host_context, m, delta);
 }
 
-void DiskMetrics::Set(tier_metric* m, double v) {
-  if (has_metrics_ && m != nullptr) host_->metric_set(host_->host_context, m, v);
+void DiskMetrics::Set(tier_metric* m, double value) {
+  if (has_metrics_ && m != nullptr) host_->metric_set(host_->host_context, m, value);
 }
 
 void DiskMetrics::Spill(tier_status r) {
@@ -120,30 +120,58 @@ void DiskMetrics::Decision(tier_decision d, tier_reason r) {
   if (d >= 1 && d <= 2 && r < TIER_REASON_COUNT)
     Add(decisions_[(d - 1) * TIER_REASON_COUNT + r], 1);
 }
-void DiskMetrics::SpillBytes(uint64_t logical, uint64_t stored) {
-  Add(spill_logical_, static_cast<double>(logical));
-  Add(spill_stored_, static_cast<double>(stored));
+void DiskMetrics::SpillBytes(uint64_t logical_bytes, uint64_t stored_bytes) {
+  Add(spill_logical_, static_cast<double>(logical_bytes));
+  Add(spill_stored_, static_cast<double>(stored_bytes));
 }
-void DiskMetrics::RestoreBytes(uint64_t logical, uint64_t stored) {
-  Add(restore_logical_, static_cast<double>(logical));
-  Add(restore_stored_, static_cast<double>(stored));
+void DiskMetrics::RestoreBytes(uint64_t logical_bytes, uint64_t stored_bytes) {
+  Add(restore_logical_, static_cast<double>(logical_bytes));
+  Add(restore_stored_, static_cast<double>(stored_bytes));
 }
-void DiskMetrics::SpillSeconds(double s) {
+void DiskMetrics::SpillSeconds(double seconds) {
   if (has_metrics_ && spill_seconds_ != nullptr)
-    host_->metric_observe(host_->host_context, spill_seconds_, s);
+    host_->metric_observe(host_->host_context, spill_seconds_, seconds);
 }
-void DiskMetrics::RestoreSeconds(double s) {
+void DiskMetrics::RestoreSeconds(double seconds) {
   if (has_metrics_ && restore_seconds_ != nullptr)
-    host_->metric_observe(host_->host_context, restore_seconds_, s);
+    host_->metric_observe(host_->host_context, restore_seconds_, seconds);
 }
-void DiskMetrics::SetUsage(uint64_t used, uint64_t capacity, uint64_t entries) {
-  Set(used_, static_cast<double>(used));
-  Set(capacity_, static_cast<double>(capacity));
+void DiskMetrics::SetUsage(uint64_t used_bytes, uint64_t capacity_bytes, uint64_t entries) {
+  Set(used_, static_cast<double>(used_bytes));
+  Set(capacity_, static_cast<double>(capacity_bytes));
   Set(entries_, static_cast<double>(entries));
 }
 void DiskMetrics::DataLoss(DataLossWhere where) {
   Add(data_loss_[static_cast<int>(where)], 1);
 }
+const char* QuarantineReasonName(QuarantineReason reason) {
+  switch (reason) {
+    case QuarantineReason::kCorrupt:
+      return "corrupt";
+    case QuarantineReason::kStuckName:
+      return "stuck_name";
+    case QuarantineReason::kNotOwned:
+      return "not_owned";
+  }
+  return "?";
+}
+
+void DiskMetrics::Quarantined(QuarantineReason reason) {
+  if (!has_metrics_) return;
+  std::call_once(quarantined_once_, [&] {
+    const char* labels[] = {"provider", "reason"};
+    tier_metric_family* family = host_->metric_family(
+        host_->host_context, TIER_METRIC_COUNTER, kQuarantinedMetric,
+        "Cold-tier files moved into quarantine/ (or removed): corrupt, a stuck name, not owned",
+        labels, 2, nullptr, 0);
+    for (int r = 0; r < kQuarantineReasons; ++r) {
+      const char* values[2] = {kProvider, QuarantineReasonName(static_cast<QuarantineReason>(r))};
+      quarantined_[r] = Series(family, values, 2);
+    }
+  });
+  Add(quarantined_[static_cast<int>(reason)], 1);
+}
+
 void DiskMetrics::SetIoPath(const char* path) {
   for (size_t i = 0; i < io_path_.size(); ++i) {
     Set(io_path_[i], std::strcmp(kIoPaths[i], path) == 0 ? 1.0 : 0.0);

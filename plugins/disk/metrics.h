@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <mutex>
 
 #include "tier_metrics.h"
 #include "tier_provider.h"
@@ -12,6 +13,18 @@
 namespace tier::disk {
 
 enum class DataLossWhere { kRestore = 0, kOpen = 1 };
+
+// Why a file was moved into quarantine/ (or removed where it could not be moved): it failed
+// verification; something that is not the checkpoint stood under a checkpoint's name and blocked
+// its spill; the file was not written by this server as its owner with mode 0600.
+enum class QuarantineReason { kCorrupt = 0, kStuckName = 1, kNotOwned = 2 };
+inline constexpr int kQuarantineReasons = 3;
+const char* QuarantineReasonName(QuarantineReason reason);  // corrupt, stuck_name, not_owned
+
+// counter {provider, reason=corrupt|stuck_name|not_owned}: files set aside into quarantine/. The
+// disk provider's own family (not in abi/tier_metrics.h): it is registered at the first file set
+// aside, so a server that never sees one exposes nothing new.
+inline constexpr const char* kQuarantinedMetric = "tier_cold_quarantined_total";
 
 class DiskMetrics {
  public:
@@ -28,13 +41,14 @@ class DiskMetrics {
   void RestoreSeconds(double seconds);
   void SetUsage(uint64_t used_bytes, uint64_t capacity_bytes, uint64_t entries);
   void DataLoss(DataLossWhere where);
+  void Quarantined(QuarantineReason reason);
   // Sets the io_path gauge: 1 for `path` (a TIER_IO_PATH_* value), 0 for the others.
   void SetIoPath(const char* path);
 
  private:
   tier_metric* Series(tier_metric_family* family, const char* const* values, uint32_t count);
-  void Add(tier_metric* m, double v);
-  void Set(tier_metric* m, double v);
+  void Add(tier_metric* m, double delta);
+  void Set(tier_metric* m, double value);
 
   const tier_host_services* host_;
   bool has_metrics_ = false;
@@ -46,6 +60,8 @@ class DiskMetrics {
   tier_metric *used_ = nullptr, *capacity_ = nullptr, *entries_ = nullptr;
   std::array<tier_metric*, 2> data_loss_{};
   std::array<tier_metric*, 5> io_path_{};
+  std::once_flag quarantined_once_;
+  std::array<tier_metric*, kQuarantineReasons> quarantined_{};
 };
 
 }  // namespace tier::disk

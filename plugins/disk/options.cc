@@ -1,3 +1,6 @@
+// Option parsing, one table row per option: its key, what a valid value looks like (the range the
+// refusal message names) and its parser. ParseOptions walks the given options through the table,
+// then checks what spans options (required keys, staging against chunk size).
 #include "options.h"
 
 #include <charconv>
@@ -9,30 +12,53 @@
 namespace tier::disk {
 namespace {
 
+// What the rows fill in, plus what the cross-option checks need to know.
+struct Parsed {
+  DiskOptions options;
+  bool have_dir = false;
+  bool have_capacity = false;
+};
+
+// One option. `parse` stores the value or returns the refusal; integer rows keep their range in
+// [lo, hi] (and `multiple`), and `expected` says it in words for the message.
+struct OptionRow {
+  std::string_view key;
+  std::string_view expected;
+  Status (*parse)(const OptionRow& row, std::string_view value, Parsed* out);
+  int64_t lo = 0;
+  int64_t hi = 0;
+  int64_t multiple = 1;
+};
+
 Status Bad(std::string_view key, std::string_view expected, std::string_view got) {
   return Status(TIER_INVALID_ARGUMENT, "disk: option '" + std::string(key) + "': expected " +
                                            std::string(expected) + ", got '" + std::string(got) +
                                            "'");
 }
 
-// Parses a decimal integer in [lo, hi] with nothing around it.
-bool ParseInt(std::string_view text, int64_t lo, int64_t hi, int64_t* out) {
+Status Bad(const OptionRow& row, std::string_view got) {
+  return Bad(row.key, row.expected, got);
+}
+
+// A decimal integer in [row.lo, row.hi], a multiple of row.multiple, with nothing around it.
+bool ParseInt(const OptionRow& row, std::string_view text, int64_t* out) {
   if (text.empty()) return false;
   int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size()) return false;
-  if (value < lo || value > hi) return false;
+  if (value < row.lo || value > row.hi || value % row.multiple != 0) return false;
   *out = value;
   return true;
 }
 
-bool ParseU64(std::string_view text, uint64_t lo, uint64_t hi, uint64_t* out) {
+// A decimal byte count in [1, 2^63) without a sign.
+bool ParseByteCount(std::string_view text, uint64_t* out_bytes) {
   if (text.empty() || text[0] == '-' || text[0] == '+') return false;
   uint64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size()) return false;
-  if (value < lo || value > hi) return false;
-  *out = value;
+  if (value < 1 || value > (UINT64_MAX >> 1)) return false;
+  *out_bytes = value;
   return true;
 }
 
@@ -59,157 +85,212 @@ bool ParseDecimal(std::string_view text, double* out) {
   return true;
 }
 
+// Stores an integer option, scaled by 2^shift (staging_mib: 20, chunk_kib: 10).
+template <typename T>
+Status SetInt(const OptionRow& row, std::string_view value, T* field, int shift = 0) {
+  int64_t parsed = 0;
+  if (!ParseInt(row, value, &parsed)) return Bad(row, value);
+  *field = static_cast<T>(static_cast<uint64_t>(parsed) << shift);
+  return Status::Ok();
+}
+
+template <typename T>
+struct Named {
+  std::string_view name;
+  T value;
+};
+
+// Stores the value whose name is `value`.
+template <typename T, size_t N>
+Status SetNamed(const OptionRow& row, std::string_view value, const Named<T> (&names)[N],
+                T* field) {
+  for (const Named<T>& n : names) {
+    if (n.name == value) {
+      *field = n.value;
+      return Status::Ok();
+    }
+  }
+  return Bad(row, value);
+}
+
+constexpr Named<CompressionMode> kCompressionNames[] = {{"off", CompressionMode::kOff},
+                                                        {"zstd", CompressionMode::kZstd},
+                                                        {"auto", CompressionMode::kAuto}};
+constexpr Named<DirectIoMode> kDirectIoNames[] = {
+    {"auto", DirectIoMode::kAuto}, {"on", DirectIoMode::kOn}, {"off", DirectIoMode::kOff}};
+constexpr Named<Durability> kDurabilityNames[] = {{"none", Durability::kNone},
+                                                  {"fdatasync", Durability::kFdatasync}};
+constexpr Named<bool> kFlagNames[] = {{"0", false}, {"1", true}};
+
+Status ParseDir(const OptionRow& row, std::string_view value, Parsed* out) {
+  if (value.empty()) {
+    return Status(TIER_INVALID_ARGUMENT,
+                  "disk: option 'dir' is empty: the cold tier is off (give a directory on a "
+                  "local Linux filesystem to enable it)");
+  }
+  if (value.size() > 4000 || value.find('\0') != std::string_view::npos) {
+    return Bad(row, value.substr(0, 64));
+  }
+  out->options.dir = std::string(value);
+  out->have_dir = true;
+  return Status::Ok();
+}
+
+// capacity_bytes and capacity_gib set the same budget: whichever comes second is refused.
+Status ClaimCapacity(const OptionRow& row, Parsed* out) {
+  if (out->have_capacity) {
+    return Status(TIER_INVALID_ARGUMENT,
+                  "disk: option '" + std::string(row.key) +
+                      "': give one of capacity_bytes and capacity_gib, not both");
+  }
+  out->have_capacity = true;
+  return Status::Ok();
+}
+
+Status ParseCapacityBytes(const OptionRow& row, std::string_view value, Parsed* out) {
+  TIER_RETURN_IF_ERROR(ClaimCapacity(row, out));
+  if (!ParseByteCount(value, &out->options.capacity_bytes)) return Bad(row, value);
+  return Status::Ok();
+}
+
+Status ParseCapacityGib(const OptionRow& row, std::string_view value, Parsed* out) {
+  TIER_RETURN_IF_ERROR(ClaimCapacity(row, out));
+  double gib = 0;
+  if (!ParseDecimal(value, &gib) || !(gib > 0) || gib >= 8.0 * 1024 * 1024 * 1024) {
+    return Bad(row, value);
+  }
+  out->options.capacity_bytes = static_cast<uint64_t>(std::llround(gib * 1073741824.0));
+  if (out->options.capacity_bytes == 0) return Bad(row.key, "at least one byte", value);
+  return Status::Ok();
+}
+
+// The options, in the order the README lists them.
+const OptionRow kRows[] = {
+    {"dir", "a directory path shorter than 4000 bytes", ParseDir},
+    {"capacity_bytes", "a decimal byte count in [1, 2^63)", ParseCapacityBytes},
+    {"capacity_gib", "a positive decimal number of GiB (e.g. 64 or 0.5)", ParseCapacityGib},
+    {"compression", "one of off, zstd, auto",
+     [](const OptionRow& row, std::string_view v, Parsed* out) {
+       return SetNamed(row, v, kCompressionNames, &out->options.compression);
+     }},
+    {"zstd_level", "an integer in [-7, 19]",
+     [](const OptionRow& row, std::string_view v, Parsed* out) {
+       return SetInt(row, v, &out->options.zstd_level);
+     },
+     -7, 19},
+    {"direct_io", "one of auto, on, off",
+     [](const OptionRow& row, std::string_view v, Parsed* out) {
+       return SetNamed(row, v, kDirectIoNames, &out->options.direct_io);
+     }},
+    {"queue_depth", "an integer in [1, 1024]",
+     [](const OptionRow& row, std::string_view v, Parsed* out) {
+       return SetInt(row, v, &out->options.queue_depth);
+     },
+     1, 1024},
+    {"io_threads", "an integer in [1, 64]",
+     [](const OptionRow& row, std::string_view v, Parsed* out) {
+       return SetInt(row, v, &out->options.io_threads);
+     },
+     1, 64},
+    {"codec_threads", "an integer in [1, 64]",
+     [](const OptionRow& row, std::string_view v, Parsed* out) {
+       return SetInt(row, v, &out->options.codec_threads);
+     },
+     1, 64},
+    {"durability", "one of none, fdatasync",
+     [](const OptionRow& row, std::string_view v, Parsed* out) {
+       return SetNamed(row, v, kDurabilityNames, &out->options.durability);
+     }},
+    {"staging_mib", "an integer in [1, 65536]",
+     [](const OptionRow& row, std::string_view v, Parsed* out) {
+       return SetInt(row, v, &out->options.staging_bytes, 20);
+     },
+     1, 65536},
+    {"allow_foreign_fs", "0 or 1",
+     [](const OptionRow& row, std::string_view v, Parsed* out) {
+       return SetNamed(row, v, kFlagNames, &out->options.allow_foreign_fs);
+     }},
+    {"chunk_kib", "a multiple of 4 in [64, 65536]",
+     [](const OptionRow& row, std::string_view v, Parsed* out) {
+       return SetInt(row, v, &out->options.chunk_bytes, 10);
+     },
+     64, 65536, 4},
+};
+
+const OptionRow* FindRow(std::string_view key) {
+  for (const OptionRow& row : kRows) {
+    if (row.key == key) return &row;
+  }
+  return nullptr;
+}
+
+Status UnknownOption(std::string_view key) {
+  std::string known;
+  for (const OptionRow& row : kRows) known += (known.empty() ? "" : ", ") + std::string(row.key);
+  return Status(TIER_INVALID_ARGUMENT, "disk: unknown option '" + std::string(key).substr(0, 64) +
+                                           "' (known: " + known + ")");
+}
+
+// What no single row can check: the required keys, and staging against the chunk size.
+Status CheckAcrossOptions(const Parsed& parsed) {
+  if (!parsed.have_dir) {
+    return Status(TIER_INVALID_ARGUMENT,
+                  "disk: option 'dir' is required (the cold-tier directory)");
+  }
+  if (!parsed.have_capacity) {
+    return Status(TIER_INVALID_ARGUMENT,
+                  "disk: option 'capacity_bytes' or 'capacity_gib' is required (the byte budget)");
+  }
+  const DiskOptions& o = parsed.options;
+  if (o.staging_bytes < 2ull * o.chunk_bytes) {
+    return Status(TIER_INVALID_ARGUMENT,
+                  "disk: option 'staging_mib': must hold at least two chunks of chunk_kib=" +
+                      std::to_string(o.chunk_bytes >> 10) + " (" +
+                      std::to_string(o.staging_bytes >> 20) + " MiB given)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* CompressionName(CompressionMode mode) {
-  switch (mode) {
-    case CompressionMode::kOff:
-      return "off";
-    case CompressionMode::kZstd:
-      return "zstd";
-    case CompressionMode::kAuto:
-      return "auto";
+  for (const auto& n : kCompressionNames) {
+    if (n.value == mode) return n.name.data();
   }
   return "?";
 }
 
 const char* DirectIoName(DirectIoMode mode) {
-  switch (mode) {
-    case DirectIoMode::kAuto:
-      return "auto";
-    case DirectIoMode::kOn:
-      return "on";
-    case DirectIoMode::kOff:
-      return "off";
+  for (const auto& n : kDirectIoNames) {
+    if (n.value == mode) return n.name.data();
   }
   return "?";
 }
 
 const char* DurabilityName(Durability durability) {
-  return durability == Durability::kNone ? "none" : "fdatasync";
+  for (const auto& n : kDurabilityNames) {
+    if (n.value == durability) return n.name.data();
+  }
+  return "?";
 }
 
 Result<DiskOptions> ParseOptions(std::span<const tier_option> options) {
-  DiskOptions out;
+  Parsed parsed;
   std::set<std::string, std::less<>> seen;
-  bool have_dir = false, have_capacity = false;
   for (const tier_option& option : options) {
     if (option.key == nullptr || option.value == nullptr) {
       return Status(TIER_INVALID_ARGUMENT, "disk: option with a NULL key or value");
     }
     const std::string_view key = option.key;
-    const std::string_view value = option.value;
     if (!seen.insert(std::string(key)).second) {
       return Status(TIER_INVALID_ARGUMENT, "disk: option '" + std::string(key) + "' given twice");
     }
-    int64_t i = 0;
-    uint64_t u = 0;
-    if (key == "dir") {
-      if (value.empty()) {
-        return Status(TIER_INVALID_ARGUMENT,
-                      "disk: option 'dir' is empty: the cold tier is off (give a directory on a "
-                      "local Linux filesystem to enable it)");
-      }
-      if (value.size() > 4000 || value.find('\0') != std::string_view::npos) {
-        return Bad(key, "a directory path shorter than 4000 bytes", value.substr(0, 64));
-      }
-      out.dir = std::string(value);
-      have_dir = true;
-    } else if (key == "capacity_bytes" || key == "capacity_gib") {
-      if (have_capacity) {
-        return Status(TIER_INVALID_ARGUMENT,
-                      "disk: option '" + std::string(key) +
-                          "': give one of capacity_bytes and capacity_gib, not both");
-      }
-      if (key == "capacity_bytes") {
-        if (!ParseU64(value, 1, UINT64_MAX >> 1, &u)) {
-          return Bad(key, "a decimal byte count in [1, 2^63)", value);
-        }
-        out.capacity_bytes = u;
-      } else {
-        double gib = 0;
-        if (!ParseDecimal(value, &gib) || !(gib > 0) || gib >= 8.0 * 1024 * 1024 * 1024) {
-          return Bad(key, "a positive decimal number of GiB (e.g. 64 or 0.5)", value);
-        }
-        out.capacity_bytes = static_cast<uint64_t>(std::llround(gib * 1073741824.0));
-        if (out.capacity_bytes == 0) return Bad(key, "at least one byte", value);
-      }
-      have_capacity = true;
-    } else if (key == "compression") {
-      if (value == "off")
-        out.compression = CompressionMode::kOff;
-      else if (value == "zstd")
-        out.compression = CompressionMode::kZstd;
-      else if (value == "auto")
-        out.compression = CompressionMode::kAuto;
-      else
-        return Bad(key, "one of off, zstd, auto", value);
-    } else if (key == "zstd_level") {
-      if (!ParseInt(value, -7, 19, &i)) return Bad(key, "an integer in [-7, 19]", value);
-      out.zstd_level = static_cast<int>(i);
-    } else if (key == "direct_io") {
-      if (value == "auto")
-        out.direct_io = DirectIoMode::kAuto;
-      else if (value == "on")
-        out.direct_io = DirectIoMode::kOn;
-      else if (value == "off")
-        out.direct_io = DirectIoMode::kOff;
-      else
-        return Bad(key, "one of auto, on, off", value);
-    } else if (key == "queue_depth") {
-      if (!ParseInt(value, 1, 1024, &i)) return Bad(key, "an integer in [1, 1024]", value);
-      out.queue_depth = static_cast<uint32_t>(i);
-    } else if (key == "io_threads") {
-      if (!ParseInt(value, 1, 64, &i)) return Bad(key, "an integer in [1, 64]", value);
-      out.io_threads = static_cast<uint32_t>(i);
-    } else if (key == "codec_threads") {
-      if (!ParseInt(value, 1, 64, &i)) return Bad(key, "an integer in [1, 64]", value);
-      out.codec_threads = static_cast<uint32_t>(i);
-    } else if (key == "durability") {
-      if (value == "none")
-        out.durability = Durability::kNone;
-      else if (value == "fdatasync")
-        out.durability = Durability::kFdatasync;
-      else
-        return Bad(key, "one of none, fdatasync", value);
-    } else if (key == "staging_mib") {
-      if (!ParseInt(value, 1, 65536, &i)) return Bad(key, "an integer in [1, 65536]", value);
-      out.staging_bytes = static_cast<uint64_t>(i) << 20;
-    } else if (key == "allow_foreign_fs") {
-      if (value == "0")
-        out.allow_foreign_fs = false;
-      else if (value == "1")
-        out.allow_foreign_fs = true;
-      else
-        return Bad(key, "0 or 1", value);
-    } else if (key == "chunk_kib") {
-      if (!ParseInt(value, 64, 65536, &i) || i % 4 != 0) {
-        return Bad(key, "a multiple of 4 in [64, 65536]", value);
-      }
-      out.chunk_bytes = static_cast<uint32_t>(i) << 10;
-    } else {
-      return Status(TIER_INVALID_ARGUMENT,
-                    "disk: unknown option '" + std::string(key).substr(0, 64) +
-                        "' (known: dir, capacity_bytes, capacity_gib, compression, zstd_level, "
-                        "direct_io, queue_depth, io_threads, codec_threads, durability, "
-                        "staging_mib, allow_foreign_fs, chunk_kib)");
-    }
+    const OptionRow* row = FindRow(key);
+    if (row == nullptr) return UnknownOption(key);
+    TIER_RETURN_IF_ERROR(row->parse(*row, option.value, &parsed));
   }
-  if (!have_dir) {
-    return Status(TIER_INVALID_ARGUMENT,
-                  "disk: option 'dir' is required (the cold-tier directory)");
-  }
-  if (!have_capacity) {
-    return Status(TIER_INVALID_ARGUMENT,
-                  "disk: option 'capacity_bytes' or 'capacity_gib' is required (the byte budget)");
-  }
-  if (out.staging_bytes < 2ull * out.chunk_bytes) {
-    return Status(TIER_INVALID_ARGUMENT,
-                  "disk: option 'staging_mib': must hold at least two chunks of chunk_kib=" +
-                      std::to_string(out.chunk_bytes >> 10) + " (" +
-                      std::to_string(out.staging_bytes >> 20) + " MiB given)");
-  }
-  return out;
+  TIER_RETURN_IF_ERROR(CheckAcrossOptions(parsed));
+  return parsed.options;
 }
 
 }  // namespace tier::disk

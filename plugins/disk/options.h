@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "status.h"
+#include "errno_status.h"
 #include "tier_provider.h"
 
 namespace tier::disk {

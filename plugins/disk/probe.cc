@@ -24,23 +24,25 @@ struct Batch {
   int64_t error = 0;  // first negative result or short count marker
 };
 
-// Runs `count` I/Os of `len` bytes at i*len from buffers[i], in parallel, and waits.
+// Runs one I/O of `length_bytes` per buffer, buffers[i] at i * length_bytes, in parallel, and
+// waits. Returns 0 or the first error (-errno, -EIO for a short transfer).
 int64_t RunBatch(IoBackend* backend, IoKind kind, int fd, const std::vector<char*>& buffers,
-                 uint64_t len) {
+                 uint64_t length_bytes) {
   Batch batch;
   batch.left = static_cast<uint32_t>(buffers.size());
   struct Ctx {
     Batch* batch;
-    uint64_t len;
+    uint64_t length_bytes;
   };
-  std::vector<Ctx> ctx(buffers.size(), Ctx{&batch, len});
+  std::vector<Ctx> ctx(buffers.size(), Ctx{&batch, length_bytes});
   for (size_t i = 0; i < buffers.size(); ++i) {
-    backend->Submit(IoRequest{kind, fd, buffers[i], len, i * len,
+    backend->Submit(IoRequest{kind, fd, buffers[i], length_bytes, i * length_bytes,
                               [](void* c, int64_t result) {
                                 auto* x = static_cast<Ctx*>(c);
                                 std::lock_guard lock(x->batch->mu);
                                 if (result < 0 && x->batch->error == 0) x->batch->error = result;
-                                if (result >= 0 && static_cast<uint64_t>(result) != x->len &&
+                                if (result >= 0 &&
+                                    static_cast<uint64_t>(result) != x->length_bytes &&
                                     x->batch->error == 0) {
                                   x->batch->error = -EIO;
                                 }
@@ -55,7 +57,7 @@ int64_t RunBatch(IoBackend* backend, IoKind kind, int fd, const std::vector<char
 
 }  // namespace
 
-Status DiskProvider::RunProbe(IoBackend* backend, bool direct, double* read_bps,
+Status DiskProvider::RunProbe(IoBackend* backend, bool direct, double* read_bytes_per_second,
                               bool* direct_refused) {
   *direct_refused = false;
   const std::string name = ".probe-" + std::to_string(::getpid()) + ".tmp";
@@ -65,48 +67,83 @@ Status DiskProvider::RunProbe(IoBackend* backend, bool direct, double* read_bps,
       O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | (direct ? O_DIRECT : 0), 0600);
   if (fd < 0) {
     *direct_refused = direct && fd == -EINVAL;
-    return Status::FromErrno(-fd,
-                             std::string("probe: open with") + (direct ? "" : "out") + " O_DIRECT");
+    return ErrnoStatus(-fd, std::string("probe: open with") + (direct ? "" : "out") + " O_DIRECT");
   }
-  const uint64_t block = std::min<uint64_t>(kProbeBlockBytes, options_.chunk_bytes);
+  const uint64_t block_bytes = std::min<uint64_t>(kProbeBlockBytes, options_.chunk_bytes);
   const uint32_t blocks = std::min<uint32_t>({kProbeBlocks, pool_->count(), options_.queue_depth});
   std::vector<char*> buffers;
   for (uint32_t i = 0; i < blocks; ++i) {
     buffers.push_back(pool_->TryAcquire());
-    for (uint64_t j = 0; j < block; ++j)
+    for (uint64_t j = 0; j < block_bytes; ++j)
       buffers.back()[j] = static_cast<char>((i * 131 + j * 7) & 0xff);
   }
   Status status;
-  int64_t rc = RunBatch(backend, IoKind::kWrite, fd, buffers, block);
+  int64_t rc = RunBatch(backend, IoKind::kWrite, fd, buffers, block_bytes);
   if (rc < 0) {
     *direct_refused = direct && rc == -EINVAL;
-    status = Status::FromErrno(static_cast<int>(-rc), "probe: write");
+    status = ErrnoStatus(static_cast<int>(-rc), "probe: write");
   }
   if (status.ok()) {
-    for (char* b : buffers) std::memset(b, 0, block);
+    for (char* b : buffers) std::memset(b, 0, block_bytes);
     const auto t0 = std::chrono::steady_clock::now();
-    rc = RunBatch(backend, IoKind::kRead, fd, buffers, block);
+    rc = RunBatch(backend, IoKind::kRead, fd, buffers, block_bytes);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (rc < 0) {
       *direct_refused = direct && rc == -EINVAL;
-      status = Status::FromErrno(static_cast<int>(-rc), "probe: read");
+      status = ErrnoStatus(static_cast<int>(-rc), "probe: read");
     } else {
       for (uint32_t i = 0; i < blocks && status.ok(); ++i) {
-        for (uint64_t j = 0; j < block; ++j) {
+        for (uint64_t j = 0; j < block_bytes; ++j) {
           if (buffers[i][j] != static_cast<char>((i * 131 + j * 7) & 0xff)) {
             status = Status(TIER_IO_ERROR, "disk: probe: read back different bytes");
             break;
           }
         }
       }
-      *read_bps = seconds > 0 ? blocks * block / seconds : 1e9;
+      *read_bytes_per_second = seconds > 0 ? blocks * block_bytes / seconds : 1e9;
     }
   }
   for (char* b : buffers) pool_->Release(b);
   ops_->Close(fd);
   ops_->UnlinkAt(dir_.dir_fd, name.c_str(), 0);
   return status;
+}
+
+void DiskProvider::UseIoPath(std::unique_ptr<IoBackend> backend, bool direct,
+                             double read_bytes_per_second, const std::string& failures) {
+  io_path_.io_uring = std::string(backend->name()) == "io_uring";
+  io_path_.direct = direct;
+  io_path_.label = io_path_.io_uring
+                       ? (direct ? TIER_IO_PATH_IO_URING_DIRECT : TIER_IO_PATH_IO_URING_BUFFERED)
+                       : (direct ? TIER_IO_PATH_THREADS_DIRECT : TIER_IO_PATH_THREADS_BUFFERED);
+  // Buffered reads of a file just written come from the page cache: do not believe them.
+  io_path_.probe_read_bytes_per_second =
+      direct ? read_bytes_per_second : std::min(read_bytes_per_second, 1e9);
+  backend_ = std::move(backend);
+  if (!failures.empty()) {
+    Log(TIER_LOG_WARN, "disk: fell back to " + std::string(io_path_.label) + " after: " + failures);
+  }
+}
+
+// A full filesystem says nothing about the I/O path. Refusing to open would make every checkpoint
+// already stored here unreachable after a restart on a full disk; open instead on the buffered
+// path (it works on every local filesystem), untested: restores work, spills answer NO_SPACE until
+// space is freed, and the next open probes again.
+void DiskProvider::UseUnprobedPathOnFullFilesystem(const std::string& failures) {
+  std::string why;
+  backend_ = seams_.disable_io_uring ? nullptr : MakeIoUringBackend(options_.queue_depth, &why);
+  if (backend_) backend_->RegisterBuffer(pool_->base(), pool_->total_bytes());
+  if (!backend_) backend_ = MakeThreadBackend(options_.io_threads, ops_);
+  io_path_.io_uring = std::string(backend_->name()) == "io_uring";
+  io_path_.direct = false;
+  io_path_.label =
+      io_path_.io_uring ? TIER_IO_PATH_IO_URING_BUFFERED : TIER_IO_PATH_THREADS_BUFFERED;
+  io_path_.probe_read_bytes_per_second = 0.5e9;  // a guess until restores measure it
+  filesystem_full_.store(true);
+  Log(TIER_LOG_WARN, "disk: the filesystem of '" + options_.dir + "' is full (" + failures +
+                         "); using " + io_path_.label +
+                         " without a probe; spills answer no_space until space is freed");
 }
 
 Status DiskProvider::SelectIoPath() {
@@ -131,22 +168,12 @@ Status DiskProvider::SelectIoPath() {
     for (int direct = 1; direct >= 0; --direct) {
       if (direct && (options_.direct_io == DirectIoMode::kOff || direct_refused_by_fs)) continue;
       if (!direct && options_.direct_io == DirectIoMode::kOn) continue;
-      double read_bps = 0;
+      double read_bytes_per_second = 0;
       bool direct_refused = false;
-      const Status status = RunProbe(backend.get(), direct != 0, &read_bps, &direct_refused);
+      const Status status =
+          RunProbe(backend.get(), direct != 0, &read_bytes_per_second, &direct_refused);
       if (status.ok()) {
-        io_path_.io_uring = use_uring != 0;
-        io_path_.direct = direct != 0;
-        io_path_.label =
-            use_uring ? (direct ? TIER_IO_PATH_IO_URING_DIRECT : TIER_IO_PATH_IO_URING_BUFFERED)
-                      : (direct ? TIER_IO_PATH_THREADS_DIRECT : TIER_IO_PATH_THREADS_BUFFERED);
-        // Buffered reads of a file just written come from the page cache: do not believe them.
-        io_path_.probe_read_bytes_per_second = direct ? read_bps : std::min(read_bps, 1e9);
-        backend_ = std::move(backend);
-        if (!failures.empty()) {
-          Log(TIER_LOG_WARN,
-              "disk: fell back to " + std::string(io_path_.label) + " after: " + failures);
-        }
+        UseIoPath(std::move(backend), direct != 0, read_bytes_per_second, failures);
         return Status::Ok();
       }
       direct_refused_by_fs |= direct_refused;
@@ -157,22 +184,7 @@ Status DiskProvider::SelectIoPath() {
     backend->Shutdown();
   }
   if (only_no_space && !failures.empty() && options_.direct_io != DirectIoMode::kOn) {
-    // A full filesystem says nothing about the I/O path. Refusing to open would make every
-    // checkpoint already stored here unreachable after a restart on a full disk; open instead on
-    // the buffered path (it works on every local filesystem), untested: restores work, spills
-    // answer NO_SPACE until space is freed, and the next open probes again.
-    std::string why;
-    backend_ = seams_.disable_io_uring ? nullptr : MakeIoUringBackend(options_.queue_depth, &why);
-    if (backend_) backend_->RegisterBuffer(pool_->base(), pool_->total_bytes());
-    if (!backend_) backend_ = MakeThreadBackend(options_.io_threads, ops_);
-    io_path_.io_uring = std::string(backend_->name()) == "io_uring";
-    io_path_.direct = false;
-    io_path_.label =
-        io_path_.io_uring ? TIER_IO_PATH_IO_URING_BUFFERED : TIER_IO_PATH_THREADS_BUFFERED;
-    io_path_.probe_read_bytes_per_second = 0.5e9;  // a guess until restores measure it
-    Log(TIER_LOG_WARN, "disk: the filesystem of '" + options_.dir + "' is full (" + failures +
-                           "); using " + io_path_.label +
-                           " without a probe; spills answer no_space until space is freed");
+    UseUnprobedPathOnFullFilesystem(failures);
     return Status::Ok();
   }
   if (options_.direct_io == DirectIoMode::kOn) {

@@ -1,9 +1,11 @@
 // restore: the caller's segment table is matched against the stored one and the file is opened
 // at acceptance (pinning the entry, so a remove or a new spill cannot pull it away). On a runner
-// thread the header is read again and verified (full key, namespace, tables), then every chunk is
-// read (raw chunks straight into the caller's buffer when alignment allows, otherwise through
-// staging), verified and decompressed on codec threads. Any verification failure is data loss:
-// the entry leaves the index, the file is moved aside, and the buffers are never reported filled.
+// thread (RestoreRun) the file is verified again: this server's file (owner, mode 0600), its
+// header (full key, namespace, tables, length); then every chunk is read (raw chunks straight into
+// the caller's buffer when alignment allows, otherwise through staging), verified against its
+// checksum seeded with its place, and decompressed on codec threads. Any verification failure is
+// data loss: the entry leaves the index, the file is moved aside, and the buffers are never
+// reported filled. A restore that completes touches the file's modification time (its last use).
 #include <fcntl.h>
 
 #include <algorithm>
@@ -14,19 +16,22 @@
 
 #include "codec.h"
 #include "job.h"
+#include "scope_guard.h"
 
 namespace tier::disk {
 namespace {
 
+// One chunk on its way into the caller's buffer: the read, then a codec thread verifies it.
 struct RestoreChunk {
   DiskProvider::ChunkWindow* window;
   StagingPool* pool;
   WorkQueue* codec;
   const ChunkRecord* record;
+  uint64_t checksum_seed;  // ChunkSeed of the place it is read for
   uint8_t* dst;
-  uint64_t len;
+  uint64_t length_bytes;
   char* staging;  // nullptr: read straight into dst (raw chunk)
-  uint64_t read_len;
+  uint64_t read_bytes;
   uint32_t kind, index, chunk;
 };
 
@@ -42,24 +47,31 @@ void FinishChunk(RestoreChunk* op) {
   window->End();
 }
 
+// Decompresses the chunk's frame from staging into dst and checks the result.
+bool DecompressAndVerify(RestoreChunk* op) {
+  const ChunkRecord& rec = *op->record;
+  const auto start = std::chrono::steady_clock::now();
+  const bool ok = DecompressChunkAs(
+      rec.codec, {reinterpret_cast<const uint8_t*>(op->staging), rec.stored_bytes},
+      {op->dst, op->length_bytes});
+  op->window->decompress_cpu_ns.fetch_add(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count()));
+  return ok && Checksum({op->dst, op->length_bytes}, op->checksum_seed) == rec.checksum;
+}
+
 // Codec thread: verify (and decompress) one chunk into the caller's buffer.
 void RestoreChunkWork(RestoreChunk* op) {
   const ChunkRecord& rec = *op->record;
   bool ok = false;
   if (IsZstdCodec(rec.codec)) {
-    const auto t0 = std::chrono::steady_clock::now();
-    ok = DecompressChunkAs(rec.codec,
-                           {reinterpret_cast<const uint8_t*>(op->staging), rec.stored_bytes},
-                           {op->dst, op->len});
-    op->window->decompress_cpu_ns.fetch_add(static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-            .count()));
-    ok = ok && Checksum({op->dst, op->len}) == rec.checksum;
+    ok = DecompressAndVerify(op);
   } else if (op->staging != nullptr) {
-    ok = Checksum({reinterpret_cast<const uint8_t*>(op->staging), op->len}) == rec.checksum;
-    if (ok) std::memcpy(op->dst, op->staging, op->len);
+    const auto* staged = reinterpret_cast<const uint8_t*>(op->staging);
+    ok = Checksum({staged, op->length_bytes}, op->checksum_seed) == rec.checksum;
+    if (ok) std::memcpy(op->dst, op->staging, op->length_bytes);
   } else {
-    ok = Checksum({op->dst, op->len}) == rec.checksum;
+    ok = Checksum({op->dst, op->length_bytes}, op->checksum_seed) == rec.checksum;
   }
   if (!ok) {
     op->window->Fail(Status(TIER_DATA_LOSS, "disk: restore: " + ChunkName(op) +
@@ -71,26 +83,17 @@ void RestoreChunkWork(RestoreChunk* op) {
 void RestoreReadDone(void* ctx, int64_t result) {
   auto* op = static_cast<RestoreChunk*>(ctx);
   if (result < 0) {
-    op->window->Fail(
-        Status::FromErrno(static_cast<int>(-result), "restore: read " + ChunkName(op)));
+    op->window->Fail(ErrnoStatus(static_cast<int>(-result), "restore: read " + ChunkName(op)));
     FinishChunk(op);
     return;
   }
-  if (static_cast<uint64_t>(result) != op->read_len) {
+  if (static_cast<uint64_t>(result) != op->read_bytes) {
     op->window->Fail(Status(TIER_DATA_LOSS, "disk: restore: " + ChunkName(op) +
                                                 " lies past the end of the file (truncated)"));
     FinishChunk(op);
     return;
   }
-  try {
-    op->codec->Post([op] { RestoreChunkWork(op); });
-  } catch (...) {
-    RestoreChunkWork(op);
-  }
-}
-
-bool Aligned(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % kBlockBytes == 0;
+  PostOrRun(op->codec, [op] { RestoreChunkWork(op); });
 }
 
 }  // namespace
@@ -100,7 +103,7 @@ Status DiskProvider::ReadHeader(int fd, Header* header, bool* corrupt) {
   AlignedBuffer first = AllocateAligned(kBlockBytes);
   int64_t n = SyncIo(backend_.get(),
                      IoRequest{IoKind::kRead, fd, first.get(), kBlockBytes, 0, nullptr, nullptr});
-  if (n < 0) return Status::FromErrno(static_cast<int>(-n), "read header");
+  if (n < 0) return ErrnoStatus(static_cast<int>(-n), "read header");
   ParseError error;
   uint64_t header_bytes = 0;
   if (!PeekHeaderBytes({first.get(), static_cast<size_t>(n)}, &header_bytes, &error)) {
@@ -110,11 +113,11 @@ Status DiskProvider::ReadHeader(int fd, Header* header, bool* corrupt) {
   AlignedBuffer whole;
   const uint8_t* bytes = first.get();
   if (header_bytes > kBlockBytes) {
-    const uint64_t region = AlignUp(header_bytes, kBlockBytes);
-    whole = AllocateAligned(region);
+    const uint64_t region_bytes = AlignUp(header_bytes, kBlockBytes);
+    whole = AllocateAligned(region_bytes);
     n = SyncIo(backend_.get(),
-               IoRequest{IoKind::kRead, fd, whole.get(), region, 0, nullptr, nullptr});
-    if (n < 0) return Status::FromErrno(static_cast<int>(-n), "read header");
+               IoRequest{IoKind::kRead, fd, whole.get(), region_bytes, 0, nullptr, nullptr});
+    if (n < 0) return ErrnoStatus(static_cast<int>(-n), "read header");
     bytes = whole.get();
   }
   if (static_cast<uint64_t>(n) < header_bytes) {
@@ -127,6 +130,30 @@ Status DiskProvider::ReadHeader(int fd, Header* header, bool* corrupt) {
   }
   return Status::Ok();
 }
+
+namespace {
+
+// The caller's table against the stored one: the same (kind, index) set, each with its stored
+// length and data where there are bytes. Returns what differs, or "".
+std::string MismatchWithStored(const Entry& entry, const std::vector<tier_segment>& segments) {
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> stored;
+  for (const tier_segment_info& s : entry.segments) stored[{s.kind, s.index}] = s.length_bytes;
+  for (const tier_segment& s : segments) {
+    const auto it = stored.find({s.kind, s.index});
+    const std::string where =
+        "segment (kind " + std::to_string(s.kind) + ", index " + std::to_string(s.index) + ")";
+    if (it == stored.end()) return where + " is not stored (or is given twice)";
+    if (it->second != s.length_bytes) {
+      return where + ": length " + std::to_string(s.length_bytes) + ", stored " +
+             std::to_string(it->second);
+    }
+    if (s.length_bytes > 0 && s.data == nullptr) return where + ": NULL data";
+    stored.erase(it);
+  }
+  return "";
+}
+
+}  // namespace
 
 Status DiskProvider::Restore(const tier_key* key, const tier_segment* segments,
                              uint32_t segment_count, tier_done_fn done, void* user_data) {
@@ -156,45 +183,10 @@ Status DiskProvider::Restore(const tier_key* key, const tier_segment* segments,
     }
     // Only now, with the count known to be the stored one, is the caller's table read.
     job->segments.assign(segments, segments + segment_count);
-    std::map<std::pair<uint32_t, uint32_t>, uint64_t> stored;
-    for (const tier_segment_info& s : entry->segments) stored[{s.kind, s.index}] = s.length_bytes;
-    for (const tier_segment& s : job->segments) {
-      const auto it = stored.find({s.kind, s.index});
-      const std::string where =
-          "segment (kind " + std::to_string(s.kind) + ", index " + std::to_string(s.index) + ")";
-      if (it == stored.end()) {
-        return refuse(TIER_INVALID_ARGUMENT, where + " is not stored (or is given twice)");
-      }
-      if (it->second != s.length_bytes) {
-        return refuse(TIER_INVALID_ARGUMENT, where + ": length " + std::to_string(s.length_bytes) +
-                                                 ", stored " + std::to_string(it->second));
-      }
-      if (s.length_bytes > 0 && s.data == nullptr) {
-        return refuse(TIER_INVALID_ARGUMENT, where + ": NULL data");
-      }
-      stored.erase(it);
+    if (const std::string why = MismatchWithStored(*entry, job->segments); !why.empty()) {
+      return refuse(TIER_INVALID_ARGUMENT, why);
     }
-    const int fd = OpenRegularFile(ops_, dir_.dir_fd, entry->file_name.c_str(),
-                                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags());
-    if (fd < 0) {
-      if (fd == -ENOENT) {
-        // Deleted behind our back: it can never be served again.
-        index_.Detach(job->key);
-        index_.MarkCorrupt(job->key);
-        Log(TIER_LOG_ERROR,
-            "disk: checkpoint file '" + options_.dir + "/" + entry->file_name +
-                "' vanished (deleted outside the provider); dropped from the index");
-        metrics_->DataLoss(DataLossWhere::kRestore);
-        metrics_->Restore(TIER_DATA_LOSS);
-        return Status(TIER_DATA_LOSS, "disk: restore: checkpoint file '" + entry->file_name +
-                                          "' vanished; the entry is gone");
-      }
-      return refuse(TIER_IO_ERROR, "open '" + entry->file_name + "': " + ErrnoText(-fd));
-    }
-    index_.Pin(entry.get());
-    job->entry = std::move(entry);
-    job->fd = fd;
-    inflight_ops_.fetch_add(1);
+    TIER_RETURN_IF_ERROR(OpenForRestore(job.get(), std::move(entry), refuse));
   }
   const bool queued = QueueAccepted(std::move(job), [this](Job& j) {
     ops_->Close(j.fd);
@@ -205,129 +197,229 @@ Status DiskProvider::Restore(const tier_key* key, const tier_segment* segments,
   return Status::Ok();
 }
 
-void DiskProvider::RunRestore(Job* job) {
-  const std::shared_ptr<Entry> entry = job->entry;
-  const bool direct = io_path_.direct;
-  Status status;
-  Header header;
+Status DiskProvider::OpenForRestore(
+    Job* job, std::shared_ptr<Entry> entry,
+    const std::function<Status(tier_status, const std::string&)>& refuse) {
+  const int fd = OpenRegularFile(ops_, dir_.dir_fd, entry->file_name.c_str(),
+                                 O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags());
+  if (fd == -ENOENT) {
+    // Deleted behind our back: it can never be served again.
+    index_.Detach(job->key);
+    index_.MarkCorrupt(job->key);
+    Log(TIER_LOG_ERROR, "disk: checkpoint file '" + options_.dir + "/" + entry->file_name +
+                            "' vanished (deleted outside the provider); dropped from the index");
+    metrics_->DataLoss(DataLossWhere::kRestore);
+    return refuse(TIER_DATA_LOSS,
+                  "checkpoint file '" + entry->file_name + "' vanished; the entry is gone");
+  }
+  if (fd < 0) {
+    return refuse(TIER_IO_ERROR, "open '" + entry->file_name + "': " + Status::ErrnoText(-fd));
+  }
+  index_.Pin(entry.get());
+  job->entry = std::move(entry);
+  job->fd = fd;
+  inflight_ops_.fetch_add(1);
+  return Status::Ok();
+}
+
+// The restore of one job on its runner thread: verify, then read every chunk.
+class DiskProvider::RestoreRun {
+ public:
+  RestoreRun(DiskProvider& p, Job& job) : p_(p), job_(job), entry_(*job.entry) {}
+
+  Status Run() {
+    TIER_RETURN_IF_ERROR(Verify());
+    return ReadChunks();
+  }
+  // Why a DATA_LOSS from Run is: a corrupt file, or one this server did not write (then
+  // not_owned_why() says what is wrong with it).
+  QuarantineReason reason() const { return reason_; }
+  const std::string& not_owned_why() const { return not_owned_why_; }
+  uint64_t decompress_cpu_ns() const { return decompress_cpu_ns_; }
+
+ private:
+  Status Verify();
+  Status CheckIdentity(const struct stat& st) const;
+  Status ReadChunks();
+  bool SubmitChunk(const SegmentRecord& rec, uint32_t c, uint8_t* dst, ChunkWindow* window,
+                   const std::function<bool()>& stop);
+
+  DiskProvider& p_;
+  Job& job_;
+  const Entry& entry_;
+  Header header_;
+  QuarantineReason reason_ = QuarantineReason::kCorrupt;
+  std::string not_owned_why_;
+  uint64_t decompress_cpu_ns_ = 0;
+};
+
+// The file is still the one adopted: this server's (owner, mode), its header verifies and says
+// what the index says.
+Status DiskProvider::RestoreRun::Verify() {
+  if (p_.closing_.load()) return Status(TIER_CANCELLED, "disk: restore: cancelled by close");
+  struct stat st {};
+  if (const int rc = p_.ops_->FStat(job_.fd, &st); rc < 0) {
+    return ErrnoStatus(-rc, "restore: fstat '" + entry_.file_name + "'");
+  }
+  not_owned_why_ = OwnershipProblem(st);
+  if (!not_owned_why_.empty()) {
+    reason_ = QuarantineReason::kNotOwned;
+    return Status(TIER_DATA_LOSS, "disk: restore: '" + p_.options_.dir + "/" + entry_.file_name +
+                                      "' " + not_owned_why_ +
+                                      " (not written by this server), never served");
+  }
+  bool corrupt = false;
+  const Status read = p_.ReadHeader(job_.fd, &header_, &corrupt);
+  if (read.code() == TIER_UNSUPPORTED) {
+    return Status(TIER_DATA_LOSS, read.message());  // it verified at open: now it does not
+  }
+  TIER_RETURN_IF_ERROR(read);
+  return CheckIdentity(st);
+}
+
+Status DiskProvider::RestoreRun::CheckIdentity(const struct stat& st) const {
+  std::string why;
+  if (header_.key != job_.key) {
+    why = "stored key differs from the key asked for";
+  } else if (header_.namespace_id != p_.namespace_id_) {
+    why = "stored namespace differs";
+  } else if (static_cast<uint64_t>(st.st_size) != header_.file_bytes) {
+    why = "file length changed";
+  } else if (header_.segments.size() != entry_.segments.size()) {
+    why = "segment table changed";
+  }
+  for (size_t i = 0; why.empty() && i < header_.segments.size(); ++i) {
+    const SegmentRecord& r = header_.segments[i];
+    const tier_segment_info& e = entry_.segments[i];
+    if (r.kind != e.kind || r.index != e.index || r.logical_bytes != e.length_bytes) {
+      why = "segment table changed";
+    }
+  }
+  if (!why.empty()) return Status(TIER_DATA_LOSS, "disk: restore: " + why);
+  return Status::Ok();
+}
+
+Status DiskProvider::RestoreRun::ReadChunks() {
+  std::map<std::pair<uint32_t, uint32_t>, const tier_segment*> by_id;
+  for (const tier_segment& s : job_.segments) by_id[{s.kind, s.index}] = &s;
   ChunkWindow window;
-  try {
-    if (closing_.load()) status = Status(TIER_CANCELLED, "disk: restore: cancelled by close");
-    bool corrupt = false;
-    if (status.ok()) {
-      status = ReadHeader(job->fd, &header, &corrupt);
-      if (!status.ok() && status.code() == TIER_UNSUPPORTED) {
-        status = Status(TIER_DATA_LOSS, status.message());  // it verified at open: now it does not
-      }
+  ScopeGuard drain([&] { window.WaitIdle(); });  // never leave with chunk operations in flight
+  const std::function<bool()> stop = [&] { return p_.closing_.load() || window.failed.load(); };
+  for (const SegmentRecord& rec : header_.segments) {
+    if (stop()) break;
+    auto* dst = static_cast<uint8_t*>(by_id.at({rec.kind, rec.index})->data);
+    if (rec.codec == kCodecInline) {
+      if (rec.logical_bytes > 0) std::memcpy(dst, header_.manifest.data(), rec.logical_bytes);
+      continue;
     }
-    struct stat st {};
-    if (status.ok()) {
-      if (const int rc = ops_->FStat(job->fd, &st); rc < 0) {
-        status = Status::FromErrno(-rc, "restore: fstat '" + entry->file_name + "'");
-      }
+    for (uint32_t c = 0; c < rec.chunk_count && !stop(); ++c) {
+      if (!SubmitChunk(rec, c, dst, &window, stop)) break;
     }
-    if (status.ok()) {
-      std::string why;
-      if (header.key != job->key)
-        why = "stored key differs from the key asked for";
-      else if (header.namespace_id != namespace_id_)
-        why = "stored namespace differs";
-      else if (static_cast<uint64_t>(st.st_size) != header.file_bytes)
-        why = "file length changed";
-      else if (header.segments.size() != entry->segments.size())
-        why = "segment table changed";
-      for (size_t i = 0; why.empty() && i < header.segments.size(); ++i) {
-        const SegmentRecord& r = header.segments[i];
-        const tier_segment_info& e = entry->segments[i];
-        if (r.kind != e.kind || r.index != e.index || r.logical_bytes != e.length_bytes) {
-          why = "segment table changed";
-        }
-      }
-      if (!why.empty()) status = Status(TIER_DATA_LOSS, "disk: restore: " + why);
-    }
+  }
+  drain.RunNow();
+  decompress_cpu_ns_ = window.decompress_cpu_ns.load();
+  TIER_RETURN_IF_ERROR(window.error());
+  if (p_.closing_.load()) return Status(TIER_CANCELLED, "disk: restore: cancelled by close");
+  return Status::Ok();
+}
 
-    if (status.ok()) {
-      std::map<std::pair<uint32_t, uint32_t>, const tier_segment*> by_id;
-      for (const tier_segment& s : job->segments) by_id[{s.kind, s.index}] = &s;
-      const uint32_t chunk = header.chunk_bytes;
-      auto stop = [&] { return closing_.load() || window.failed.load(); };
-      for (const SegmentRecord& rec : header.segments) {
-        if (stop()) break;
-        const tier_segment* dst_seg = by_id.at({rec.kind, rec.index});
-        auto* dst = static_cast<uint8_t*>(dst_seg->data);
-        if (rec.codec == kCodecInline) {
-          if (rec.logical_bytes > 0) std::memcpy(dst, header.manifest.data(), rec.logical_bytes);
-          continue;
-        }
-        for (uint32_t c = 0; c < rec.chunk_count && !stop(); ++c) {
-          const ChunkRecord* ch = &header.chunks[rec.first_chunk + c];
-          const uint64_t offset = uint64_t{c} * chunk;
-          const uint64_t len = std::min<uint64_t>(chunk, rec.logical_bytes - offset);
-          const bool zero_copy = ch->codec == kCodecRaw &&
-                                 (!direct || (Aligned(dst + offset) && len % kBlockBytes == 0));
-          window.WaitBelow(options_.queue_depth);
-          char* staging = nullptr;
-          if (!zero_copy) {
-            staging = pool_->Acquire(stop);
-            if (staging == nullptr) break;
-          }
-          const uint64_t read_len = zero_copy ? len : AlignUp(ch->stored_bytes, kBlockBytes);
-          auto* op = new (std::nothrow)
-              RestoreChunk{&window,  pool_.get(), codec_.get(), ch, dst + offset, len, staging,
-                           read_len, rec.kind,    rec.index,    c};
-          if (op == nullptr) {
-            if (staging != nullptr) pool_->Release(staging);
-            window.Fail(Status(TIER_INTERNAL, "disk: restore: out of memory"));
-            break;
-          }
-          window.Begin();
-          backend_->Submit(IoRequest{IoKind::kRead, job->fd,
-                                     zero_copy ? static_cast<void*>(dst + offset) : staging,
-                                     read_len, ch->file_offset, RestoreReadDone, op});
-        }
-      }
-    }
-  } catch (const std::exception& e) {
-    window.Fail(Status(TIER_INTERNAL, std::string("disk: restore: ") + e.what()));
+// Reads chunk `c` of `rec` into `dst` (the segment's buffer), through staging unless it is raw
+// and alignment allows. False when the restore stops (cancelled, failed).
+bool DiskProvider::RestoreRun::SubmitChunk(const SegmentRecord& rec, uint32_t c, uint8_t* dst,
+                                           ChunkWindow* window, const std::function<bool()>& stop) {
+  const ChunkRecord* ch = &header_.chunks[rec.first_chunk + c];
+  const uint64_t at_bytes = uint64_t{c} * header_.chunk_bytes;
+  const uint64_t length_bytes =
+      std::min<uint64_t>(header_.chunk_bytes, rec.logical_bytes - at_bytes);
+  const bool zero_copy =
+      ch->codec == kCodecRaw &&
+      (!p_.io_path_.direct || (IsBlockAligned(dst + at_bytes) && length_bytes % kBlockBytes == 0));
+  window->WaitBelow(p_.options_.queue_depth);
+  char* staging = nullptr;
+  if (!zero_copy && (staging = p_.pool_->Acquire(stop)) == nullptr) return false;
+  const uint64_t read_bytes = zero_copy ? length_bytes : AlignUp(ch->stored_bytes, kBlockBytes);
+  auto* op = new (std::nothrow)
+      RestoreChunk{window,
+                   p_.pool_.get(),
+                   p_.codec_.get(),
+                   ch,
+                   ChunkSeed(header_.format_version, header_.key, rec.kind, rec.index, c),
+                   dst + at_bytes,
+                   length_bytes,
+                   staging,
+                   read_bytes,
+                   rec.kind,
+                   rec.index,
+                   c};
+  if (op == nullptr) {
+    if (staging != nullptr) p_.pool_->Release(staging);
+    window->Fail(Status(TIER_INTERNAL, "disk: restore: out of memory"));
+    return false;
   }
-  window.WaitIdle();
-  if (status.ok()) status = window.error();
-  if (status.ok() && closing_.load()) {
-    status = Status(TIER_CANCELLED, "disk: restore: cancelled by close");
-  }
+  window->Begin();
+  p_.backend_->Submit(IoRequest{IoKind::kRead, job_.fd,
+                                zero_copy ? static_cast<void*>(dst + at_bytes) : staging,
+                                read_bytes, ch->file_offset, RestoreReadDone, op});
+  return true;
+}
 
-  ops_->Close(job->fd);
-  job->fd = -1;
-  if (status.code() == TIER_DATA_LOSS) {
-    {
-      std::lock_guard lock(mu_);
-      index_.MarkCorrupt(job->key);
-      if (index_.Find(job->key) == entry) {
-        index_.Detach(job->key);
-        Quarantine(entry->file_name, status.message(), DataLossWhere::kRestore);
-      } else {
-        metrics_->DataLoss(DataLossWhere::kRestore);  // already removed: nothing to move aside
-      }
+// The last use, where a restart finds it: the file's modification time.
+void DiskProvider::RecordUse(int fd, Entry* entry) {
+  struct stat st {};
+  const bool touched = ops_->TouchModificationTime(fd) == 0 && ops_->FStat(fd, &st) == 0;
+  entry->last_used_unix_ns.store(touched ? ModificationUnixNs(st) : RealtimeUnixNs());
+}
+
+// A checkpoint that failed verification (or is not this server's) leaves the index and the tier:
+// moved aside, never offered again (plan_restore answers `corrupt`).
+void DiskProvider::DropDamaged(const Job& job, const std::shared_ptr<Entry>& entry,
+                               const RestoreRun& run, JobOutcome* outcome) {
+  std::lock_guard lock(mu_);
+  index_.MarkCorrupt(job.key);
+  const bool still_indexed = index_.Find(job.key) == entry;  // not removed meanwhile
+  if (still_indexed) index_.Detach(job.key);
+  if (run.reason() == QuarantineReason::kNotOwned) {
+    if (still_indexed) {
+      SetAside(entry->file_name,
+               run.not_owned_why() + " (not written by this server), never served",
+               QuarantineReason::kNotOwned);
     }
-    status = Status(TIER_DATA_LOSS, status.message() + "; the checkpoint was dropped");
+    outcome->logged = still_indexed;
+  } else if (still_indexed) {
+    QuarantineCorrupt(entry->file_name, outcome->status.message(), DataLossWhere::kRestore);
+  } else {
+    metrics_->DataLoss(DataLossWhere::kRestore);  // already removed: nothing to move aside
   }
-  {
+  outcome->status =
+      Status(TIER_DATA_LOSS, outcome->status.message() + "; the checkpoint was dropped");
+}
+
+DiskProvider::JobOutcome DiskProvider::RunRestore(Job* job) {
+  const std::shared_ptr<Entry> entry = job->entry;
+  ScopeGuard close_file([&] {
+    ops_->Close(job->fd);
+    job->fd = -1;
+  });
+  ScopeGuard unpin([&] {
     std::lock_guard lock(mu_);
     index_.Unpin(entry.get());
-  }
+  });
+  RestoreRun run(*this, *job);
+  JobOutcome outcome{run.Run(), entry->logical_bytes, entry->stored_bytes};
+  if (outcome.status.ok()) RecordUse(job->fd, entry.get());
+  close_file.RunNow();
+  if (outcome.status.code() == TIER_DATA_LOSS) DropDamaged(*job, entry, run, &outcome);
+  unpin.RunNow();
   PublishUsage();
-  if (status.ok()) {
+  if (outcome.status.ok()) {
     const uint64_t duration_ns = NowNs() - job->accepted_ns;
     estimator_->Observe(entry->stored_bytes, duration_ns, entry->zstd_logical_bytes,
-                        window.decompress_cpu_ns.load());
+                        run.decompress_cpu_ns());
     estimator_->ObserveRestoreThroughput(entry->logical_bytes, entry->zstd_logical_bytes,
                                          duration_ns);
-  } else if (status.code() != TIER_CANCELLED) {
-    Log(status.code() == TIER_DATA_LOSS ? TIER_LOG_ERROR : TIER_LOG_WARN, status.message());
   }
-  const uint64_t logical = entry->logical_bytes, stored = entry->stored_bytes;
   job->entry.reset();
-  Complete(job, status, logical, stored);
+  return outcome;
 }
 
 }  // namespace tier::disk

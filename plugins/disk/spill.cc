@@ -1,25 +1,30 @@
-// spill: validation and budget at acceptance; then, on a runner thread, chunks are checksummed
-// and (maybe) compressed on codec threads into staging buffers, written at 4 KiB-aligned offsets
-// of a temporary file with up to queue_depth I/Os in flight, the header is written last, the file
-// is synced as durability asks, renamed to its final name and the directory synced. Only then is
-// the checkpoint visible. Any failure removes the temporary file and releases the budget.
+// spill: validation and budget at acceptance; then, on a runner thread (SpillRun), step by step:
+// the layout is planned; the temporary file is created (exactly 0600) and preallocated to the
+// worst case, so a full filesystem fails here, before any CPU goes into codecs; each segment's
+// codec is chosen (compression_policy.h); chunks are checksummed (seeded with their place) and
+// maybe compressed on codec threads into staging buffers, and written at 4 KiB-aligned offsets with
+// up to queue_depth I/Os in flight; the header is written last; the file is synced as durability
+// asks, renamed to its final name (whatever blocks that name is moved aside) and the directory
+// synced. Only then is the checkpoint visible. Any failure removes the temporary file (or the
+// unsynced final one) and releases the budget.
 #include <fcntl.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <new>
 #include <set>
 #include <utility>
 
 #include "codec.h"
+#include "compression_policy.h"
 #include "job.h"
+#include "scope_guard.h"
 
 namespace tier::disk {
 namespace {
 
+// One chunk on its way to the file: codec thread (checksum, compress or copy), then the I/O.
 struct SpillChunk {
   DiskProvider::ChunkWindow* window;
   IoBackend* backend;
@@ -27,76 +32,409 @@ struct SpillChunk {
   const std::string* temp_name;
   int fd;
   const uint8_t* src;
-  uint64_t len;
+  uint64_t length_bytes;
+  uint64_t checksum_seed;  // ChunkSeed of its place
   ChunkRecord* record;
   uint32_t codec;  // the segment's: kCodecRaw or a zstd codec to try on this chunk
   int zstd_level;
   char* staging;  // nullptr: written straight from the caller's buffer
-  std::atomic<uint64_t>* next_offset;
-  uint64_t write_len = 0;
+  std::atomic<uint64_t>* next_offset_bytes;
+  uint64_t write_bytes = 0;
 };
 
 void SpillWriteDone(void* ctx, int64_t result) {
   auto* op = static_cast<SpillChunk*>(ctx);
   DiskProvider::ChunkWindow* window = op->window;
   if (result < 0) {
-    window->Fail(Status::FromErrno(static_cast<int>(-result), "write '" + *op->temp_name + "'"));
-  } else if (static_cast<uint64_t>(result) != op->write_len) {
+    window->Fail(ErrnoStatus(static_cast<int>(-result), "write '" + *op->temp_name + "'"));
+  } else if (static_cast<uint64_t>(result) != op->write_bytes) {
     window->Fail(Status(TIER_IO_ERROR, "disk: short write to '" + *op->temp_name +
                                            "': " + std::to_string(result) + " of " +
-                                           std::to_string(op->write_len) + " bytes"));
+                                           std::to_string(op->write_bytes) + " bytes"));
   }
   if (op->staging != nullptr) op->pool->Release(op->staging);
   delete op;
   window->End();
 }
 
+// Into staging: the chunk's zstd frame when it saves at least one 4 KiB block on disk, else its
+// bytes; zero-padded to 4 KiB. Returns the stored length and sets *codec.
+uint64_t StageChunk(SpillChunk* op, uint32_t* codec) {
+  const uint64_t padded_bytes = AlignUp(op->length_bytes, kBlockBytes);
+  uint64_t frame_bytes = 0;
+  if (IsZstdCodec(op->codec) && padded_bytes > kBlockBytes) {
+    frame_bytes = CompressChunkAs(
+        op->codec, {op->src, op->length_bytes},
+        {reinterpret_cast<uint8_t*>(op->staging), padded_bytes - kBlockBytes}, op->zstd_level);
+  }
+  uint64_t stored_bytes = op->length_bytes;
+  *codec = kCodecRaw;
+  if (frame_bytes > 0) {
+    *codec = op->codec;
+    stored_bytes = frame_bytes;
+  } else {
+    std::memcpy(op->staging, op->src, op->length_bytes);
+  }
+  std::memset(op->staging + stored_bytes, 0, AlignUp(stored_bytes, kBlockBytes) - stored_bytes);
+  return stored_bytes;
+}
+
 // Codec thread: checksum, compress or copy, then submit the write.
 void SpillChunkWork(SpillChunk* op) {
-  op->record->checksum = Checksum({op->src, op->len});
+  op->record->checksum = Checksum({op->src, op->length_bytes}, op->checksum_seed);
   const void* from = op->src;
-  uint64_t stored = op->len;
+  uint64_t stored_bytes = op->length_bytes;
   uint32_t codec = kCodecRaw;
   if (op->staging != nullptr) {
-    uint64_t n = 0;
-    const uint64_t padded = AlignUp(op->len, kBlockBytes);
-    if (IsZstdCodec(op->codec) && padded > kBlockBytes) {
-      // Only worth it when the frame saves at least one 4 KiB block on disk.
-      n = CompressChunkAs(op->codec, {op->src, op->len},
-                          {reinterpret_cast<uint8_t*>(op->staging), padded - kBlockBytes},
-                          op->zstd_level);
-    }
-    if (n > 0) {
-      codec = op->codec;
-      stored = n;
-    } else {
-      std::memcpy(op->staging, op->src, op->len);
-    }
-    std::memset(op->staging + stored, 0, AlignUp(stored, kBlockBytes) - stored);
+    stored_bytes = StageChunk(op, &codec);
     from = op->staging;
-    op->write_len = AlignUp(stored, kBlockBytes);
+    op->write_bytes = AlignUp(stored_bytes, kBlockBytes);
   } else {
-    op->write_len = op->len;  // direct: already a multiple of 4 KiB; buffered: any length
+    op->write_bytes = op->length_bytes;  // direct: already a multiple of 4 KiB; buffered: any
   }
   op->record->codec = codec;
-  op->record->stored_bytes = static_cast<uint32_t>(stored);
-  op->record->file_offset = op->next_offset->fetch_add(AlignUp(stored, kBlockBytes));
+  op->record->stored_bytes = static_cast<uint32_t>(stored_bytes);
+  op->record->file_offset = op->next_offset_bytes->fetch_add(AlignUp(stored_bytes, kBlockBytes));
   IoRequest request;
   request.kind = IoKind::kWrite;
   request.fd = op->fd;
   request.buf = const_cast<void*>(from);  // a write only reads it
-  request.len = op->write_len;
-  request.offset = op->record->file_offset;
+  request.length_bytes = op->write_bytes;
+  request.offset_bytes = op->record->file_offset;
   request.done = SpillWriteDone;
   request.ctx = op;
   op->backend->Submit(request);
 }
 
-bool Aligned(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % kBlockBytes == 0;
+struct SpillShape {
+  uint64_t chunk_count = 0;
+  uint64_t manifest_bytes = 0;
+  uint64_t data_bytes = 0;  // worst case: every chunk raw, padded to 4 KiB
+};
+
+// The caller's segment table: known kinds, no (kind, index) twice, data where there are bytes,
+// bounded lengths, at most one manifest. Returns what is wrong, or "".
+std::string CheckSpillSegments(const tier_segment* segments, uint32_t segment_count,
+                               uint64_t chunk_bytes, SpillShape* shape) {
+  std::set<std::pair<uint32_t, uint32_t>> ids;
+  uint64_t manifests = 0;
+  for (uint32_t i = 0; i < segment_count; ++i) {
+    const tier_segment& s = segments[i];
+    const std::string where = "segment " + std::to_string(i) + " (kind " + std::to_string(s.kind) +
+                              ", index " + std::to_string(s.index) + ")";
+    if (s.kind < TIER_SEGMENT_KIND_MIN || s.kind > TIER_SEGMENT_KIND_MAX) {
+      return where + ": unknown kind";
+    }
+    if (!ids.emplace(s.kind, s.index).second) return where + ": (kind, index) given twice";
+    if (s.length_bytes > 0 && s.data == nullptr) return where + ": NULL data";
+    if (s.length_bytes > (1ull << 50)) return where + ": too long";
+    if (s.kind != TIER_SEGMENT_MANIFEST) {
+      shape->chunk_count += (s.length_bytes + chunk_bytes - 1) / chunk_bytes;
+      shape->data_bytes += AlignUp(s.length_bytes, kBlockBytes);  // chunk_bytes: 4 KiB multiple
+      continue;
+    }
+    if (++manifests > 1) return "more than one manifest segment";
+    if (s.length_bytes > TIER_MANIFEST_MAX_BYTES) {
+      return where + ": manifest longer than " + std::to_string(TIER_MANIFEST_MAX_BYTES) + " bytes";
+    }
+    shape->manifest_bytes = s.length_bytes;
+  }
+  return "";
+}
+
+// "a FIFO", "a directory", ...: what stands under `name`, for the log line that moves it aside.
+std::string DescribeStuckName(FileOps* ops, int dir_fd, const std::string& name) {
+  struct stat st {};
+  if (ops->LStatAt(dir_fd, name.c_str(), &st) != 0) return "something";
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
+  return "a file this server has not adopted (another namespace, a newer format or a stray)";
 }
 
 }  // namespace
+
+// The spill of one job on its runner thread, one step per method. Destroying it gives back what
+// the steps took: the descriptor, the temporary file, the published file unless it was kept.
+class DiskProvider::SpillRun {
+ public:
+  SpillRun(DiskProvider& p, Job& job)
+      : p_(p), job_(job), temp_name_(p.TempNameFor(job.key)), final_name_(p.FileNameFor(job.key)) {}
+  ~SpillRun();
+  SpillRun(const SpillRun&) = delete;
+  SpillRun& operator=(const SpillRun&) = delete;
+
+  // Every step; the checkpoint is published when it returns ok.
+  Status Run() {
+    PlanLayout();
+    TIER_RETURN_IF_ERROR(CreateTemp());
+    TIER_RETURN_IF_ERROR(Preallocate());
+    ChooseCodecs();
+    TIER_RETURN_IF_ERROR(WriteChunks());
+    TIER_RETURN_IF_ERROR(WriteHeader());
+    TIER_RETURN_IF_ERROR(SyncAndClose());
+    return Publish();
+  }
+  // After Run: the index entry of the published checkpoint (may throw std::bad_alloc).
+  std::shared_ptr<Entry> MakeIndexEntry() const {
+    return MakeEntry(header_, final_name_, last_used_unix_ns_);
+  }
+  // The entry is in the index: the published file stays.
+  void KeepPublished() { keep_published_ = true; }
+  uint64_t logical_bytes() const { return header_.logical_bytes; }
+  uint64_t stored_bytes() const { return header_.file_bytes; }
+
+ private:
+  void PlanLayout();
+  Status CreateTemp();
+  Status Preallocate();
+  void ChooseCodecs();
+  Status WriteChunks();
+  bool SubmitChunk(size_t segment, uint32_t chunk, ChunkWindow* window,
+                   const std::function<bool()>& stop);
+  Status WriteHeader();
+  Status SyncAndClose();
+  Status Publish();
+  Status RenameIntoPlace();  // caller holds mu_
+  std::string Path(const std::string& name) const { return p_.options_.dir + "/" + name; }
+
+  DiskProvider& p_;
+  Job& job_;
+  Header header_;
+  const std::string temp_name_;
+  const std::string final_name_;
+  int fd_ = -1;
+  bool temp_exists_ = false;
+  bool published_ = false;
+  bool keep_published_ = false;
+  std::atomic<uint64_t> next_offset_bytes_{0};
+  uint64_t last_used_unix_ns_ = 0;
+};
+
+DiskProvider::SpillRun::~SpillRun() {
+  try {
+    if (fd_ >= 0) p_.ops_->Close(fd_);
+    if (temp_exists_) {
+      if (const int rc = p_.ops_->UnlinkAt(p_.dir_.dir_fd, temp_name_.c_str(), 0); rc < 0) {
+        p_.Log(TIER_LOG_WARN, "disk: could not remove temporary '" + Path(temp_name_) +
+                                  "': " + Status::ErrnoText(-rc) + " (removed at next open)");
+      }
+    }
+    if (published_ && !keep_published_) {
+      std::lock_guard lock(p_.mu_);
+      if (const int rc = p_.ops_->UnlinkAt(p_.dir_.dir_fd, final_name_.c_str(), 0); rc < 0) {
+        p_.Log(TIER_LOG_ERROR, "disk: could not remove unsynced '" + final_name_ + "': " +
+                                   Status::ErrnoText(-rc) + " (it is verified again at next open)");
+      }
+    }
+  } catch (...) {
+    // Only a log line could not be built (out of memory); the cleanup itself ran.
+  }
+}
+
+void DiskProvider::SpillRun::PlanLayout() {
+  const uint64_t chunk_bytes = p_.options_.chunk_bytes;
+  header_.format_version = kFormatVersion;
+  header_.chunk_bytes = p_.options_.chunk_bytes;
+  header_.key = job_.key;
+  header_.namespace_id = p_.namespace_id_;
+  header_.created_unix_ns = RealtimeUnixNs();
+  uint64_t chunk_total = 0;
+  header_.segments.resize(job_.segments.size());
+  for (size_t s = 0; s < job_.segments.size(); ++s) {
+    const tier_segment& seg = job_.segments[s];
+    SegmentRecord& rec = header_.segments[s];
+    rec.kind = seg.kind;
+    rec.index = seg.index;
+    rec.logical_bytes = seg.length_bytes;
+    header_.logical_bytes += seg.length_bytes;
+    if (seg.kind == TIER_SEGMENT_MANIFEST) {
+      rec.codec = kCodecInline;
+      const auto* bytes = static_cast<const uint8_t*>(seg.data);
+      header_.manifest.assign(bytes, bytes + seg.length_bytes);
+      continue;
+    }
+    rec.codec = kCodecRaw;  // ChooseCodecs decides, once the file has its space
+    rec.chunk_count = static_cast<uint32_t>((seg.length_bytes + chunk_bytes - 1) / chunk_bytes);
+    rec.first_chunk = chunk_total;
+    chunk_total += rec.chunk_count;
+  }
+  header_.chunks.resize(chunk_total);
+  header_.data_offset =
+      AlignUp(HeaderContentBytes(header_.namespace_id.size(), header_.segments.size(), chunk_total,
+                                 header_.manifest.size()),
+              kBlockBytes);
+  next_offset_bytes_.store(header_.data_offset);
+}
+
+Status DiskProvider::SpillRun::CreateTemp() {
+  const int fd =
+      p_.ops_->OpenAt(p_.dir_.dir_fd, temp_name_.c_str(),
+                      O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | p_.OpenFlags(), 0600);
+  if (fd < 0) return ErrnoStatus(-fd, "spill: create '" + Path(temp_name_) + "'");
+  fd_ = fd;
+  temp_exists_ = true;
+  // Exactly 0600 whatever the umask: the scan refuses checkpoint files of any other mode.
+  if (const int rc = p_.ops_->FChmod(fd_, 0600); rc < 0) {
+    return ErrnoStatus(-rc, "spill: chmod 0600 '" + Path(temp_name_) + "'");
+  }
+  return Status::Ok();
+}
+
+Status DiskProvider::SpillRun::Preallocate() {
+  // Reserve the worst case up front (the budget already holds it; ftruncate gives back what the
+  // chunks did not use): chunk writes then land inside the file instead of extending it, which
+  // ext4 would serialize, one direct write at a time. Filesystems without fallocate just write.
+  const int rc = p_.ops_->FAllocate(fd_, job_.worst_case_bytes);
+  if (rc == -ENOSPC || rc == -EDQUOT) {
+    return ErrnoStatus(-rc, "spill: fallocate '" + Path(temp_name_) + "'");
+  }
+  return Status::Ok();
+}
+
+void DiskProvider::SpillRun::ChooseCodecs() {
+  for (size_t s = 0; s < job_.segments.size(); ++s) {
+    SegmentRecord& rec = header_.segments[s];
+    if (rec.codec == kCodecInline) continue;
+    const tier_segment& seg = job_.segments[s];
+    rec.codec = SegmentCodec({static_cast<const uint8_t*>(seg.data), seg.length_bytes}, p_.options_,
+                             *p_.estimator_);
+  }
+}
+
+Status DiskProvider::SpillRun::WriteChunks() {
+  ChunkWindow window;
+  ScopeGuard drain([&] { window.WaitIdle(); });  // never leave with chunk operations in flight
+  const std::function<bool()> stop = [&] { return p_.closing_.load() || window.failed.load(); };
+  for (size_t s = 0; s < job_.segments.size() && !stop(); ++s) {
+    const SegmentRecord& rec = header_.segments[s];
+    if (rec.codec == kCodecInline) continue;
+    for (uint32_t c = 0; c < rec.chunk_count && !stop(); ++c) {
+      if (!SubmitChunk(s, c, &window, stop)) break;
+    }
+  }
+  drain.RunNow();
+  TIER_RETURN_IF_ERROR(window.error());
+  if (p_.closing_.load()) return Status(TIER_CANCELLED, "disk: spill: cancelled by close");
+  return Status::Ok();
+}
+
+// Hands chunk `c` of segment `s` to a codec thread, with a staging buffer unless it can be
+// written straight from the caller's memory. False when the spill stops (cancelled, failed).
+bool DiskProvider::SpillRun::SubmitChunk(size_t s, uint32_t c, ChunkWindow* window,
+                                         const std::function<bool()>& stop) {
+  const tier_segment& seg = job_.segments[s];
+  const SegmentRecord& rec = header_.segments[s];
+  const uint64_t at_bytes = uint64_t{c} * header_.chunk_bytes;
+  const uint8_t* src = static_cast<const uint8_t*>(seg.data) + at_bytes;
+  const uint64_t length_bytes =
+      std::min<uint64_t>(header_.chunk_bytes, seg.length_bytes - at_bytes);
+  const bool zero_copy =
+      rec.codec == kCodecRaw &&
+      (!p_.io_path_.direct || (IsBlockAligned(src) && length_bytes % kBlockBytes == 0));
+  window->WaitBelow(p_.options_.queue_depth);
+  char* staging = nullptr;
+  if (!zero_copy && (staging = p_.pool_->Acquire(stop)) == nullptr) return false;
+  auto* op = new (std::nothrow)
+      SpillChunk{window,
+                 p_.backend_.get(),
+                 p_.pool_.get(),
+                 &temp_name_,
+                 fd_,
+                 src,
+                 length_bytes,
+                 ChunkSeed(header_.format_version, header_.key, rec.kind, rec.index, c),
+                 &header_.chunks[rec.first_chunk + c],
+                 rec.codec,
+                 p_.options_.zstd_level,
+                 staging,
+                 &next_offset_bytes_};
+  if (op == nullptr) {
+    if (staging != nullptr) p_.pool_->Release(staging);
+    window->Fail(Status(TIER_INTERNAL, "disk: spill: out of memory"));
+    return false;
+  }
+  window->Begin();
+  PostOrRun(p_.codec_.get(), [op] { SpillChunkWork(op); });
+  return true;
+}
+
+// Header last: a file whose header does not verify is never served.
+Status DiskProvider::SpillRun::WriteHeader() {
+  header_.file_bytes = next_offset_bytes_.load();
+  for (SegmentRecord& rec : header_.segments) {
+    rec.stored_bytes = 0;
+    for (uint32_t c = 0; c < rec.chunk_count; ++c) {
+      rec.stored_bytes += AlignUp(header_.chunks[rec.first_chunk + c].stored_bytes, kBlockBytes);
+    }
+  }
+  AlignedBuffer buffer = AllocateAligned(header_.data_offset);
+  EncodeHeader(header_, {buffer.get(), header_.data_offset});
+  const int64_t n = SyncIo(p_.backend_.get(), IoRequest{IoKind::kWrite, fd_, buffer.get(),
+                                                        header_.data_offset, 0, nullptr, nullptr});
+  if (n < 0) {
+    return ErrnoStatus(static_cast<int>(-n), "spill: write header of '" + temp_name_ + "'");
+  }
+  if (static_cast<uint64_t>(n) != header_.data_offset) {
+    return Status(TIER_IO_ERROR, "disk: spill: short header write to '" + temp_name_ + "'");
+  }
+  return Status::Ok();
+}
+
+// Gives back the preallocated space the chunks did not use, syncs as durability asks, records the
+// file's modification time (its last use) and closes it.
+Status DiskProvider::SpillRun::SyncAndClose() {
+  if (const int rc = p_.ops_->FTruncate(fd_, header_.file_bytes); rc < 0) {
+    return ErrnoStatus(-rc, "spill: ftruncate '" + temp_name_ + "'");
+  }
+  if (p_.options_.durability == Durability::kFdatasync) {
+    if (const int rc = p_.ops_->FDataSync(fd_); rc < 0) {
+      return ErrnoStatus(-rc, "spill: fdatasync '" + temp_name_ + "'");
+    }
+  }
+  struct stat st {};
+  last_used_unix_ns_ = p_.ops_->FStat(fd_, &st) == 0 ? ModificationUnixNs(st) : RealtimeUnixNs();
+  p_.ops_->Close(fd_);
+  fd_ = -1;
+  return Status::Ok();
+}
+
+Status DiskProvider::SpillRun::Publish() {
+  {
+    std::lock_guard lock(p_.mu_);
+    TIER_RETURN_IF_ERROR(RenameIntoPlace());
+  }
+  if (p_.options_.durability == Durability::kFdatasync) {
+    if (const int rc = p_.ops_->FSyncDir(p_.dir_.dir_fd); rc < 0) {
+      return ErrnoStatus(-rc, "spill: fsync directory '" + p_.options_.dir + "'");
+    }
+  }
+  return Status::Ok();
+}
+
+// The key is neither stored nor pending (Reserve saw to that), so whatever stands under its name
+// is not a checkpoint of this tier: a symbolic link, a FIFO, a directory, a stray file. It would
+// make every spill of the key fail forever; it is moved aside (counted, logged) and the rename
+// tried once more.
+Status DiskProvider::SpillRun::RenameIntoPlace() {
+  const int dir_fd = p_.dir_.dir_fd;
+  int rc = p_.ops_->RenameNoReplace(dir_fd, temp_name_.c_str(), final_name_.c_str());
+  if (rc == -EEXIST) {
+    p_.SetAside(final_name_,
+                "was " + DescribeStuckName(p_.ops_, dir_fd, final_name_) +
+                    ", not a checkpoint of this tier, and blocked a spill of its key",
+                QuarantineReason::kStuckName);
+    rc = p_.ops_->RenameNoReplace(dir_fd, temp_name_.c_str(), final_name_.c_str());
+  }
+  if (rc < 0) {
+    return ErrnoStatus(-rc, "spill: rename '" + temp_name_ + "' to '" + final_name_ + "'");
+  }
+  temp_exists_ = false;
+  published_ = true;
+  return Status::Ok();
+}
 
 Status DiskProvider::Spill(const tier_key* key, const tier_segment* segments,
                            uint32_t segment_count, tier_done_fn done, void* user_data) {
@@ -112,42 +450,21 @@ Status DiskProvider::Spill(const tier_key* key, const tier_segment* segments,
     return refuse(TIER_INVALID_ARGUMENT, std::to_string(segment_count) + " segments (at most " +
                                              std::to_string(TIER_MAX_SEGMENTS) + ")");
   }
-  std::set<std::pair<uint32_t, uint32_t>> ids;
-  uint64_t chunks = 0, manifests = 0, manifest_bytes = 0, data_bytes = 0;
-  const uint64_t chunk = options_.chunk_bytes;
-  for (uint32_t i = 0; i < segment_count; ++i) {
-    const tier_segment& s = segments[i];
-    const std::string where = "segment " + std::to_string(i) + " (kind " + std::to_string(s.kind) +
-                              ", index " + std::to_string(s.index) + ")";
-    if (s.kind < TIER_SEGMENT_KIND_MIN || s.kind > TIER_SEGMENT_KIND_MAX) {
-      return refuse(TIER_INVALID_ARGUMENT, where + ": unknown kind");
-    }
-    if (!ids.emplace(s.kind, s.index).second) {
-      return refuse(TIER_INVALID_ARGUMENT, where + ": (kind, index) given twice");
-    }
-    if (s.length_bytes > 0 && s.data == nullptr) {
-      return refuse(TIER_INVALID_ARGUMENT, where + ": NULL data");
-    }
-    if (s.length_bytes > (1ull << 50)) return refuse(TIER_INVALID_ARGUMENT, where + ": too long");
-    if (s.kind == TIER_SEGMENT_MANIFEST) {
-      if (++manifests > 1) return refuse(TIER_INVALID_ARGUMENT, "more than one manifest segment");
-      if (s.length_bytes > TIER_MANIFEST_MAX_BYTES) {
-        return refuse(
-            TIER_INVALID_ARGUMENT,
-            where + ": manifest longer than " + std::to_string(TIER_MANIFEST_MAX_BYTES) + " bytes");
-      }
-      manifest_bytes = s.length_bytes;
-    } else {
-      chunks += (s.length_bytes + chunk - 1) / chunk;
-      // Worst case: every chunk raw, padded to 4 KiB (chunk is a multiple of 4 KiB).
-      data_bytes += AlignUp(s.length_bytes, kBlockBytes);
-    }
+  SpillShape shape;
+  if (const std::string why =
+          CheckSpillSegments(segments, segment_count, options_.chunk_bytes, &shape);
+      !why.empty()) {
+    return refuse(TIER_INVALID_ARGUMENT, why);
   }
-  const uint64_t header_bytes =
-      HeaderContentBytes(namespace_id_.size(), segment_count, chunks, manifest_bytes);
+  const uint64_t header_bytes = HeaderContentBytes(namespace_id_.size(), segment_count,
+                                                   shape.chunk_count, shape.manifest_bytes);
   if (header_bytes > kMaxHeaderBytes) {
-    return refuse(TIER_INVALID_ARGUMENT,
-                  "checkpoint too large for one file (" + std::to_string(chunks) + " chunks)");
+    return refuse(TIER_INVALID_ARGUMENT, "checkpoint too large for one file (" +
+                                             std::to_string(shape.chunk_count) + " chunks)");
+  }
+  const uint64_t worst_case_bytes = AlignUp(header_bytes, kBlockBytes) + shape.data_bytes;
+  if (const std::string why = FilesystemFullRefusal(worst_case_bytes); !why.empty()) {
+    return refuse(TIER_NO_SPACE, why);
   }
   auto job = std::make_unique<Job>();
   job->type = Job::Type::kSpill;
@@ -155,25 +472,9 @@ Status DiskProvider::Spill(const tier_key* key, const tier_segment* segments,
   job->segments.assign(segments, segments + segment_count);
   job->done = done;
   job->user_data = user_data;
-  job->worst_case_bytes = AlignUp(header_bytes, kBlockBytes) + data_bytes;
-  {
-    std::lock_guard lock(mu_);
-    if (inflight_ops_.load() >= kMaxInflightOps) {
-      return refuse(TIER_BUSY, std::to_string(kMaxInflightOps) + " operations in flight");
-    }
-    bool exists = false, too_many = false;
-    if (!index_.Reserve(job->key, job->worst_case_bytes, &exists, &too_many)) {
-      if (exists)
-        return refuse(TIER_ALREADY_EXISTS, "a checkpoint with this key is stored or being stored");
-      if (too_many)
-        return refuse(TIER_NO_SPACE, "entry limit " + std::to_string(kMaxEntries) + " reached");
-      return refuse(TIER_NO_SPACE, "needs up to " + std::to_string(job->worst_case_bytes) +
-                                       " bytes; " + std::to_string(index_.used_bytes()) +
-                                       " used and " + std::to_string(index_.reserved_bytes()) +
-                                       " reserved of capacity " +
-                                       std::to_string(index_.capacity_bytes()));
-    }
-    inflight_ops_.fetch_add(1);
+  job->worst_case_bytes = worst_case_bytes;
+  if (const Status refused = AcceptSpill(*job); !refused.ok()) {
+    return refuse(refused.code(), refused.message());
   }
   // Could not queue (out of memory): the acceptance is undone, the callback never runs.
   const bool queued = QueueAccepted(std::move(job), [this](Job& j) {
@@ -184,254 +485,66 @@ Status DiskProvider::Spill(const tier_key* key, const tier_segment* segments,
   return Status::Ok();
 }
 
-double DiskProvider::RawRestoreBytesPerSecond() const {
-  const double seen = estimator_->raw_restore_bytes_per_second();
-  return seen > 0 ? seen : estimator_->read_bytes_per_second();
+Status DiskProvider::AcceptSpill(const Job& job) {
+  std::lock_guard lock(mu_);
+  if (inflight_ops_.load() >= kMaxInflightOps) {
+    return Status(TIER_BUSY, std::to_string(kMaxInflightOps) + " operations in flight");
+  }
+  bool exists = false, too_many = false;
+  if (!index_.Reserve(job.key, job.worst_case_bytes, &exists, &too_many)) {
+    if (exists) {
+      return Status(TIER_ALREADY_EXISTS, "a checkpoint with this key is stored or being stored");
+    }
+    if (too_many) {
+      return Status(TIER_NO_SPACE, "entry limit " + std::to_string(kMaxEntries) + " reached");
+    }
+    return Status(TIER_NO_SPACE, "needs up to " + std::to_string(job.worst_case_bytes) +
+                                     " bytes; " + std::to_string(index_.used_bytes()) +
+                                     " used and " + std::to_string(index_.reserved_bytes()) +
+                                     " reserved of capacity " +
+                                     std::to_string(index_.capacity_bytes()));
+  }
+  inflight_ops_.fetch_add(1);
+  return Status::Ok();
 }
 
-double DiskProvider::MinDecompressBytesPerSecond() const {
-  // Decompression runs on min(codec_threads, CPUs this process may use) threads at once.
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  const double threads = std::max(1.0, std::min<double>(options_.codec_threads, usable));
-  return RawRestoreBytesPerSecond() / threads;
+std::string DiskProvider::FilesystemFullRefusal(uint64_t worst_case_bytes) {
+  if (!filesystem_full_.load()) return "";
+  struct statfs fs {};
+  if (ops_->FStatFs(dir_.dir_fd, &fs) < 0) return "";  // cannot tell: the spill will find out
+  const uint64_t block_bytes = fs.f_frsize != 0 ? fs.f_frsize : fs.f_bsize;
+  // Root may write into the blocks ext4 reserves for it; everyone else only into f_bavail.
+  const uint64_t free_bytes = (::geteuid() == 0 ? fs.f_bfree : fs.f_bavail) * block_bytes;
+  if (free_bytes >= worst_case_bytes) {
+    filesystem_full_.store(false);
+    return "";
+  }
+  return "the filesystem of '" + options_.dir + "' is full: " + std::to_string(free_bytes) +
+         " bytes free, this spill needs up to " + std::to_string(worst_case_bytes) +
+         " (refused without writing; the last spill failed no_space)";
 }
 
-bool DiskProvider::CompressedRestoresLag() const {
-  const double compressed = estimator_->compressed_restore_bytes_per_second();
-  return compressed > 0 && compressed < RawRestoreBytesPerSecond();
-}
-
-void DiskProvider::RunSpill(Job* job) {
-  const uint32_t chunk = options_.chunk_bytes;
-  const bool direct = io_path_.direct;
-  Status status;
-  Header header;
-  uint64_t logical_bytes = 0, stored_bytes = 0;
-  const std::string temp = TempNameFor(job->key);
-  int fd = -1;
-  bool temp_exists = false;
-
-  try {
-    header.chunk_bytes = chunk;
-    header.key = job->key;
-    header.namespace_id = namespace_id_;
-    timespec now{};
-    clock_gettime(CLOCK_REALTIME, &now);
-    header.created_unix_ns = static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull + now.tv_nsec;
-    uint64_t chunk_total = 0;
-    header.segments.resize(job->segments.size());
-    for (size_t s = 0; s < job->segments.size(); ++s) {
-      const tier_segment& seg = job->segments[s];
-      SegmentRecord& rec = header.segments[s];
-      rec.kind = seg.kind;
-      rec.index = seg.index;
-      rec.logical_bytes = seg.length_bytes;
-      logical_bytes += seg.length_bytes;
-      if (seg.kind == TIER_SEGMENT_MANIFEST) {
-        rec.codec = kCodecInline;
-        const auto* p = static_cast<const uint8_t*>(seg.data);
-        header.manifest.assign(p, p + seg.length_bytes);
-        continue;
-      }
-      const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(seg.data), seg.length_bytes);
-      rec.codec = kCodecRaw;
-      if (options_.compression != CompressionMode::kOff) {
-        // zstd: the best zstd codec on the samples. auto: only when it saves 10% and restoring
-        // it compressed is not slower than restoring it raw: the segment's samples decompress
-        // fast enough for the codec threads to keep up with the disk, and the compressed
-        // restores this instance has timed were not slower than its raw ones (their wall time
-        // shows a CPU shared with other work, which a sample cannot).
-        const bool automatic = options_.compression == CompressionMode::kAuto;
-        if (automatic && CompressedRestoresLag()) {
-          rec.codec = kCodecRaw;
-        } else {
-          rec.codec = ChooseCodec(bytes, options_.zstd_level, automatic,
-                                  automatic ? MinDecompressBytesPerSecond() : 0.0)
-                          .codec;
-        }
-      }
-      rec.chunk_count = static_cast<uint32_t>((seg.length_bytes + chunk - 1) / chunk);
-      rec.first_chunk = chunk_total;
-      chunk_total += rec.chunk_count;
-    }
-    header.chunks.resize(chunk_total);
-    header.data_offset = AlignUp(HeaderContentBytes(namespace_id_.size(), header.segments.size(),
-                                                    chunk_total, header.manifest.size()),
-                                 kBlockBytes);
-  } catch (const std::exception& e) {
-    status = Status(TIER_INTERNAL, std::string("disk: spill: preparing the header: ") + e.what());
-  }
-
-  if (status.ok()) {
-    fd = ops_->OpenAt(dir_.dir_fd, temp.c_str(),
-                      O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | OpenFlags(), 0600);
-    if (fd < 0)
-      status = Status::FromErrno(-fd, "spill: create '" + options_.dir + "/" + temp + "'");
-    else
-      temp_exists = true;
-  }
-  if (status.ok()) {
-    // Reserve the worst case up front (the budget already holds it; ftruncate gives back what the
-    // chunks did not use): chunk writes then land inside the file instead of extending it, which
-    // ext4 would serialize, one direct write at a time. Filesystems without fallocate just write.
-    const int rc = ops_->FAllocate(fd, job->worst_case_bytes);
-    if (rc == -ENOSPC || rc == -EDQUOT) {
-      status = Status::FromErrno(-rc, "spill: fallocate '" + options_.dir + "/" + temp + "'");
-    }
-  }
-
-  std::atomic<uint64_t> next_offset{header.data_offset};
-  if (status.ok()) {
-    ChunkWindow window;
-    auto stop = [&] { return closing_.load() || window.failed.load(); };
-    try {
-      for (size_t s = 0; s < job->segments.size() && !stop(); ++s) {
-        const tier_segment& seg = job->segments[s];
-        const SegmentRecord& rec = header.segments[s];
-        if (rec.codec == kCodecInline) continue;
-        const auto* base = static_cast<const uint8_t*>(seg.data);
-        for (uint32_t c = 0; c < rec.chunk_count && !stop(); ++c) {
-          const uint64_t offset = uint64_t{c} * chunk;
-          const uint64_t len = std::min<uint64_t>(chunk, seg.length_bytes - offset);
-          const bool zero_copy = rec.codec == kCodecRaw &&
-                                 (!direct || (Aligned(base + offset) && len % kBlockBytes == 0));
-          window.WaitBelow(options_.queue_depth);
-          char* staging = nullptr;
-          if (!zero_copy) {
-            staging = pool_->Acquire(stop);
-            if (staging == nullptr) break;
-          }
-          auto* op = new (std::nothrow) SpillChunk{
-              &window,   backend_.get(),      pool_.get(), &temp,
-              fd,        base + offset,       len,         &header.chunks[rec.first_chunk + c],
-              rec.codec, options_.zstd_level, staging,     &next_offset};
-          if (op == nullptr) {
-            if (staging != nullptr) pool_->Release(staging);
-            window.Fail(Status(TIER_INTERNAL, "disk: spill: out of memory"));
-            break;
-          }
-          window.Begin();
-          try {
-            codec_->Post([op] { SpillChunkWork(op); });
-          } catch (...) {
-            SpillChunkWork(op);  // could not queue: do it here
-          }
-        }
-      }
-    } catch (const std::exception& e) {
-      window.Fail(Status(TIER_INTERNAL, std::string("disk: spill: ") + e.what()));
-    }
-    window.WaitIdle();
-    status = window.error();
-    if (status.ok() && closing_.load()) {
-      status = Status(TIER_CANCELLED, "disk: spill: cancelled by close");
-    }
-  }
-
-  if (status.ok()) {
-    // Header last: a file whose header does not verify is never served.
-    header.file_bytes = next_offset.load();
-    header.logical_bytes = logical_bytes;
-    for (SegmentRecord& rec : header.segments) {
-      rec.stored_bytes = 0;
-      for (uint32_t c = 0; c < rec.chunk_count; ++c) {
-        rec.stored_bytes += AlignUp(header.chunks[rec.first_chunk + c].stored_bytes, kBlockBytes);
-      }
-    }
-    stored_bytes = header.file_bytes;
-    try {
-      AlignedBuffer buffer = AllocateAligned(header.data_offset);
-      EncodeHeader(header, {buffer.get(), header.data_offset});
-      const int64_t n = SyncIo(backend_.get(), IoRequest{IoKind::kWrite, fd, buffer.get(),
-                                                         header.data_offset, 0, nullptr, nullptr});
-      if (n < 0) {
-        status = Status::FromErrno(static_cast<int>(-n), "spill: write header of '" + temp + "'");
-      } else if (static_cast<uint64_t>(n) != header.data_offset) {
-        status = Status(TIER_IO_ERROR, "disk: spill: short header write to '" + temp + "'");
-      }
-    } catch (const std::exception& e) {
-      status = Status(TIER_INTERNAL, std::string("disk: spill: encoding the header: ") + e.what());
-    }
-  }
-  if (status.ok()) {
-    if (const int rc = ops_->FTruncate(fd, header.file_bytes); rc < 0) {
-      status = Status::FromErrno(-rc, "spill: ftruncate '" + temp + "'");
-    }
-  }
-  if (status.ok() && options_.durability == Durability::kFdatasync) {
-    if (const int rc = ops_->FDataSync(fd); rc < 0) {
-      status = Status::FromErrno(-rc, "spill: fdatasync '" + temp + "'");
-    }
-  }
-  if (fd >= 0) ops_->Close(fd);
-
-  const std::string final_name = FileNameFor(job->key);
-  if (status.ok()) {
-    std::lock_guard lock(mu_);
-    const int rc = ops_->RenameNoReplace(dir_.dir_fd, temp.c_str(), final_name.c_str());
-    if (rc < 0) {
-      status = Status::FromErrno(-rc, "spill: rename '" + temp + "' to '" + final_name + "'");
-    } else {
-      temp_exists = false;
-    }
-  }
-  if (status.ok() && options_.durability == Durability::kFdatasync) {
-    if (const int rc = ops_->FSyncDir(dir_.dir_fd); rc < 0) {
-      status = Status::FromErrno(-rc, "spill: fsync directory '" + options_.dir + "'");
-      std::lock_guard lock(mu_);
-      const int unlink_rc = ops_->UnlinkAt(dir_.dir_fd, final_name.c_str(), 0);
-      if (unlink_rc < 0) {
-        Log(TIER_LOG_ERROR, "disk: could not remove unsynced '" + final_name + "': " +
-                                ErrnoText(-unlink_rc) + " (it is verified again at next open)");
-      }
-    }
-  }
-  if (temp_exists) {
-    const int rc = ops_->UnlinkAt(dir_.dir_fd, temp.c_str(), 0);
-    if (rc < 0) {
-      Log(TIER_LOG_WARN, "disk: could not remove temporary '" + options_.dir + "/" + temp +
-                             "': " + ErrnoText(-rc) + " (removed at next open)");
-    }
-  }
-
-  std::shared_ptr<Entry> entry;
-  if (status.ok()) {
-    try {
-      entry = std::make_shared<Entry>();
-      entry->key = job->key;
-      entry->file_name = final_name;
-      entry->logical_bytes = logical_bytes;
-      entry->stored_bytes = stored_bytes;
-      entry->manifest = header.manifest;
-      for (const SegmentRecord& rec : header.segments) {
-        entry->segments.push_back({rec.kind, rec.index, rec.logical_bytes});
-        for (uint32_t c = 0; c < rec.chunk_count; ++c) {
-          const ChunkRecord& ch = header.chunks[rec.first_chunk + c];
-          if (IsZstdCodec(ch.codec)) {
-            entry->zstd_logical_bytes +=
-                std::min<uint64_t>(chunk, rec.logical_bytes - uint64_t{c} * chunk);
-          }
-        }
-      }
-    } catch (const std::exception&) {
-      entry.reset();
-      status = Status(TIER_INTERNAL, "disk: spill: out of memory indexing the checkpoint");
-      std::lock_guard lock(mu_);
-      ops_->UnlinkAt(dir_.dir_fd, final_name.c_str(), 0);
-    }
-  }
-  {
+DiskProvider::JobOutcome DiskProvider::RunSpill(Job* job) {
+  ScopeGuard unreserve([&] {  // only when an exception leaves before the index is updated
     std::lock_guard lock(mu_);
     index_.Unreserve(job->key, job->worst_case_bytes);
-    if (status.ok()) index_.Insert(std::move(entry));
+  });
+  SpillRun run(*this, *job);
+  const Status status = run.Run();
+  std::shared_ptr<Entry> entry = status.ok() ? run.MakeIndexEntry() : nullptr;
+  {
+    std::lock_guard lock(mu_);
+    unreserve.Dismiss();
+    index_.Unreserve(job->key, job->worst_case_bytes);
+    if (entry) {
+      index_.Insert(std::move(entry));
+      run.KeepPublished();
+    }
   }
+  filesystem_full_.store(status.code() == TIER_NO_SPACE);
   PublishUsage();
-  if (!status.ok() && status.code() != TIER_CANCELLED) {
-    Log(TIER_LOG_WARN, status.message());
-  }
-  Complete(job, status, logical_bytes, stored_bytes);
+  if (!status.ok()) return JobOutcome{status};
+  return JobOutcome{Status::Ok(), run.logical_bytes(), run.stored_bytes()};
 }
 
 }  // namespace tier::disk

@@ -3,13 +3,13 @@
 #include <sys/mman.h>
 
 #include <new>
-#include "check.h"
+#include "tier/check.h"
 
 namespace tier::disk {
 
 StagingPool::StagingPool(uint32_t count, uint32_t buffer_bytes)
     : count_(count), buffer_bytes_(buffer_bytes) {
-  TIER_DISK_CHECK(count > 0 && buffer_bytes % 4096 == 0);
+  TIER_CHECK(count > 0 && buffer_bytes % 4096 == 0);
   void* p =
       ::mmap(nullptr, total_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
@@ -19,7 +19,7 @@ StagingPool::StagingPool(uint32_t count, uint32_t buffer_bytes)
 }
 
 StagingPool::~StagingPool() {
-  TIER_DISK_CHECK(free_.size() == count_);  // every buffer came back
+  TIER_CHECK(free_.size() == count_);  // every buffer came back
   ::munmap(base_, total_bytes());
 }
 
@@ -45,12 +45,12 @@ char* StagingPool::TryAcquire() {
 }
 
 void StagingPool::Release(char* buffer) {
-  TIER_DISK_CHECK(buffer >= base_ && buffer < base_ + total_bytes());
-  TIER_DISK_CHECK((buffer - base_) % buffer_bytes_ == 0);
+  TIER_CHECK(buffer >= base_ && buffer < base_ + total_bytes());
+  TIER_CHECK((buffer - base_) % buffer_bytes_ == 0);
   {
     std::lock_guard lock(mu_);
     free_.push_back(buffer);
-    TIER_DISK_CHECK(free_.size() <= count_);
+    TIER_CHECK(free_.size() <= count_);
   }
   cv_.notify_one();
 }

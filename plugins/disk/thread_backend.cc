@@ -4,7 +4,7 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-#include "check.h"
+#include "tier/check.h"
 
 #include "io_backend.h"
 
@@ -23,7 +23,7 @@ class ThreadBackend final : public IoBackend {
   void Submit(const IoRequest& request) override {
     {
       std::lock_guard lock(mu_);
-      TIER_DISK_CHECK(!stopping_);
+      TIER_CHECK(!stopping_);
       queue_.push_back(request);
     }
     cv_.notify_one();
@@ -57,20 +57,21 @@ class ThreadBackend final : public IoBackend {
   }
 
   int64_t Transfer(const IoRequest& r) {
-    uint64_t done = 0;
-    while (done < r.len) {
-      char* at = static_cast<char*>(r.buf) + done;
+    uint64_t done_bytes = 0;
+    while (done_bytes < r.length_bytes) {
+      char* at = static_cast<char*>(r.buf) + done_bytes;
+      const uint64_t left_bytes = r.length_bytes - done_bytes;
       const int64_t n = r.kind == IoKind::kRead
-                            ? ops_->PRead(r.fd, at, r.len - done, r.offset + done)
-                            : ops_->PWrite(r.fd, at, r.len - done, r.offset + done);
+                            ? ops_->PRead(r.fd, at, left_bytes, r.offset_bytes + done_bytes)
+                            : ops_->PWrite(r.fd, at, left_bytes, r.offset_bytes + done_bytes);
       if (n < 0) {
         if (n == -EAGAIN) continue;
         return n;
       }
       if (n == 0) break;  // end of file (read) or no progress (write): report the short count
-      done += static_cast<uint64_t>(n);
+      done_bytes += static_cast<uint64_t>(n);
     }
-    return static_cast<int64_t>(done);
+    return static_cast<int64_t>(done_bytes);
   }
 
   FileOps* ops_;

@@ -2,12 +2,12 @@
 
 #include <pthread.h>
 
-#include "check.h"
+#include "tier/check.h"
 
 namespace tier::disk {
 
 WorkQueue::WorkQueue(std::string name, uint32_t threads) : name_(std::move(name)) {
-  TIER_DISK_CHECK(threads > 0);
+  TIER_CHECK(threads > 0);
   for (uint32_t i = 0; i < threads; ++i) {
     threads_.emplace_back([this] { Run(); });
     const std::string thread_name = (name_ + std::to_string(i)).substr(0, 15);
@@ -22,7 +22,7 @@ WorkQueue::~WorkQueue() {
 void WorkQueue::Post(std::function<void()> task) {
   {
     std::lock_guard lock(mu_);
-    TIER_DISK_CHECK(!stopping_);
+    TIER_CHECK(!stopping_);
     tasks_.push_back(std::move(task));
   }
   cv_.notify_one();

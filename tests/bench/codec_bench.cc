@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codec.h"
+#include "compression_policy.h"
 #include "data_kinds.h"
 
 namespace tier::bench {

@@ -43,7 +43,10 @@ TEST_F(DiskAbi, TableAndVersions) {
   EXPECT_STREQ(table_->name, "disk");
   const tier_provider* other = nullptr;
   EXPECT_EQ(entry_(TIER_ABI_VERSION_MAJOR + 1, 0, host_.services(), &other), TIER_UNSUPPORTED);
-  EXPECT_EQ(other, nullptr);
+  // Set on a major mismatch too, so that the host can name both versions in its error.
+  ASSERT_EQ(other, table_);
+  EXPECT_EQ(other->abi_major, TIER_ABI_VERSION_MAJOR);
+  EXPECT_EQ(other->abi_minor, TIER_ABI_VERSION_MINOR);
   EXPECT_EQ(entry_(TIER_ABI_VERSION_MAJOR, TIER_ABI_VERSION_MINOR + 5, host_.services(), &other),
             TIER_OK);
 }
@@ -125,6 +128,77 @@ TEST_F(DiskAbi, RoundTripThroughTheTableAndReentrantCallback) {
   EXPECT_EQ(table_->remove(inst, &key, &err), TIER_NOT_FOUND);
   EXPECT_EQ(table_->spill(inst, nullptr, segs.data(), segs.size(), cb, &r, &err),
             TIER_INVALID_ARGUMENT);
+  table_->close(inst);
+}
+
+}  // namespace
+}  // namespace tier::disk::test
+
+namespace tier::disk::test {
+namespace {
+
+TEST_F(DiskAbi, ProbeFindsVisibleCheckpointsInOneCall) {
+  ASSERT_TRUE(TIER_HAS_SLOT(table_, tier_provider, probe));
+  TempDir tmp;
+  tier_instance* inst = OpenOk(BaseOptions(tmp.Sub("tier")));
+  ASSERT_NE(inst, nullptr);
+  Checkpoint cp = StandardCheckpoint(20, 1);
+  std::vector<tier_segment> segs = cp.Segments();
+  const tier_key stored = MakeKey(20);
+  Waiter w;
+  tier_error err{};
+  ASSERT_EQ(table_->spill(inst, &stored, segs.data(), segs.size(), Waiter::Callback, &w, &err),
+            TIER_OK)
+      << err.message;
+  ASSERT_EQ(w.Wait().status, TIER_OK);
+  const tier_key keys[3] = {MakeKey(21), stored, MakeKey(22)};
+  uint8_t found[3] = {7, 7, 7};
+  ASSERT_EQ(table_->probe(inst, keys, 3, found, &err), TIER_OK) << err.message;
+  EXPECT_EQ(found[0], 0);
+  EXPECT_EQ(found[1], 1);
+  EXPECT_EQ(found[2], 0);
+  EXPECT_EQ(table_->remove(inst, &stored, nullptr), TIER_OK);
+  ASSERT_EQ(table_->probe(inst, &stored, 1, found, nullptr), TIER_OK);
+  EXPECT_EQ(found[0], 0) << "removed";
+  EXPECT_EQ(table_->probe(inst, keys, 0, found, &err), TIER_INVALID_ARGUMENT);
+  EXPECT_NE(std::strlen(err.message), 0u);
+  std::vector<tier_key> too_many(TIER_PROBE_MAX_KEYS + 1, stored);
+  std::vector<uint8_t> out(too_many.size());
+  EXPECT_EQ(table_->probe(inst, too_many.data(), too_many.size(), out.data(), &err),
+            TIER_INVALID_ARGUMENT);
+  EXPECT_EQ(table_->probe(inst, keys, 1, nullptr, &err), TIER_INVALID_ARGUMENT);
+  table_->close(inst);
+}
+
+TEST_F(DiskAbi, EnumerateFillsTheTimesOfAbiOneOne) {
+  TempDir tmp;
+  tier_instance* inst = OpenOk(BaseOptions(tmp.Sub("tier")));
+  ASSERT_NE(inst, nullptr);
+  Checkpoint cp = StandardCheckpoint(23, 1);
+  std::vector<tier_segment> segs = cp.Segments();
+  const tier_key key = MakeKey(23);
+  Waiter w;
+  ASSERT_EQ(table_->spill(inst, &key, segs.data(), segs.size(), Waiter::Callback, &w, nullptr),
+            TIER_OK);
+  ASSERT_EQ(w.Wait().status, TIER_OK);
+  struct Seen {
+    uint32_t struct_size = 0;
+    uint64_t created_unix_ns = 0, last_used_unix_ns = 0;
+  } seen;
+  ASSERT_EQ(table_->enumerate(
+                inst,
+                [](void* u, const tier_entry* e) -> int32_t {
+                  auto* s = static_cast<Seen*>(u);
+                  s->struct_size = e->struct_size;
+                  s->created_unix_ns = e->created_unix_ns;
+                  s->last_used_unix_ns = e->last_used_unix_ns;
+                  return 0;
+                },
+                &seen, nullptr),
+            TIER_OK);
+  EXPECT_GE(seen.struct_size, offsetof(tier_entry, last_used_unix_ns) + sizeof(uint64_t));
+  EXPECT_GT(seen.created_unix_ns, 1'600'000'000ull * 1'000'000'000ull) << "Unix ns, after 2020";
+  EXPECT_GT(seen.last_used_unix_ns, 1'600'000'000ull * 1'000'000'000ull);
   table_->close(inst);
 }
 

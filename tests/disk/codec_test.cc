@@ -8,10 +8,11 @@
 #include <vector>
 
 #include "codec.h"
+#include "compression_policy.h"
 #include "disk_test_util.h"
 #include "format.h"
 
-namespace tier::disk {
+namespace tier::disk::test {
 namespace {
 
 using test::Bf16Like;
@@ -60,7 +61,7 @@ TEST(DiskCodec, RestoreSpeedGuardKeepsRaw) {
   const std::vector<uint8_t> bf16 = Bf16Like(8 << 20, 2);
   const CodecChoice fast = ChooseCodec(bf16, 1, true, 1e6);  // any core decompresses 1 MB/s
   EXPECT_TRUE(IsZstdCodec(fast.codec));
-  EXPECT_GT(fast.decompress_bps, 1e6);
+  EXPECT_GT(fast.decompress_bytes_per_second, 1e6);
   const CodecChoice slow = ChooseCodec(bf16, 1, true, 1e15);  // no core decompresses 1 PB/s
   EXPECT_EQ(slow.codec, kCodecRaw);
   EXPECT_STRNE(slow.reason, "");
@@ -98,4 +99,4 @@ TEST(DiskCodec, FormatTakesShuffleCodecsOnlyInTheirSegment) {
 }
 
 }  // namespace
-}  // namespace tier::disk
+}  // namespace tier::disk::test

@@ -80,9 +80,11 @@ int main(int argc, char** argv) {
     exact = std::memcmp(bufs[s], back[s], seg_bytes) == 0;
   tier_stat_result st{};
   st.struct_size = sizeof(st);
-  p.Stat(&key, &st, nullptr, 0);
+  const bool stat_ok = p.Stat(&key, &st, nullptr, 0).ok();
   const tier_key* kp = &key;
-  p.Remove(kp);
+  const bool removed = p.Remove(kp).ok();
+  if (!stat_ok || !removed)
+    std::fprintf(stderr, "stat or remove of the benchmark checkpoint failed\n");
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   const double gb = static_cast<double>(mib << 20) / 1e9;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <thread>
 
+#include "codec.h"
 #include "disk_test_util.h"
 #include "format.h"
 #include "test_seams.h"
@@ -562,9 +563,12 @@ TEST(DiskPlugin, FlippedByteInEveryRegionIsDataLossNeverWrongBytes) {
     good.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     ::unlink(pristine.c_str());
   }
-  auto restore_file = [&] {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(good.data()), good.size());
+  auto restore_file = [&] {  // as the provider wrote it: the bytes, and mode 0600
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(good.data()), good.size());
+    }
+    ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
   };
   int region_index = 0;
   for (const Region& r : regions) {
@@ -688,12 +692,13 @@ TEST(DiskPlugin, ForeignNamespaceIsIgnoredAndKept) {
     RestoreTarget t = MakeTarget(cp);
     EXPECT_EQ(RestoreSync(*p, MakeKey(80), t).status, TIER_NOT_FOUND);
     int count = 0;
-    p->Enumerate(
-        [](void* u, const tier_entry*) -> int32_t {
-          ++*static_cast<int*>(u);
-          return 0;
-        },
-        &count);
+    EXPECT_TRUE(p->Enumerate(
+                     [](void* u, const tier_entry*) -> int32_t {
+                       ++*static_cast<int*>(u);
+                       return 0;
+                     },
+                     &count)
+                    .ok());
     EXPECT_EQ(count, 0);
     // The same key in namespace B is a different checkpoint.
     Checkpoint other = StandardCheckpoint(81, 1);
@@ -858,6 +863,241 @@ TEST(DiskPlugin, BusyWhenTheInflightBoundIsReached) {
     EXPECT_TRUE(targets[i].Equals(cp));
   }
   EXPECT_EQ(waiters[kMax].calls(), 0);  // refused: its callback never runs
+}
+
+}  // namespace
+}  // namespace tier::disk::test
+
+namespace tier::disk::test {
+namespace {
+
+std::vector<uint8_t> ReadAllBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void WriteAllBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(::pwrite(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+}
+
+// What can stand under a checkpoint's name without being a checkpoint this tier adopted.
+enum class Stuck { kSymlink, kFifo, kEmptyDirectory, kDirectoryWithFiles, kStrayFile, kForeign };
+
+const char* StuckName(Stuck s) {
+  switch (s) {
+    case Stuck::kSymlink:
+      return "a symbolic link";
+    case Stuck::kFifo:
+      return "a FIFO";
+    case Stuck::kEmptyDirectory:
+    case Stuck::kDirectoryWithFiles:
+      return "a directory";
+    case Stuck::kStrayFile:
+    case Stuck::kForeign:
+      return "a file this server has not adopted";
+  }
+  return "?";
+}
+
+// Puts `what` under `name` (the checkpoint's file name); `victim` is a file outside the tier a
+// symbolic link points at.
+void Plant(Stuck what, const std::string& name, const std::string& victim,
+           const std::string& foreign_file) {
+  switch (what) {
+    case Stuck::kSymlink:
+      ASSERT_EQ(::symlink(victim.c_str(), name.c_str()), 0);
+      break;
+    case Stuck::kFifo:
+      ASSERT_EQ(::mkfifo(name.c_str(), 0600), 0);
+      break;
+    case Stuck::kEmptyDirectory:
+      ASSERT_EQ(::mkdir(name.c_str(), 0700), 0);
+      break;
+    case Stuck::kDirectoryWithFiles:
+      ASSERT_EQ(::mkdir(name.c_str(), 0700), 0);
+      { std::ofstream(name + "/inside") << "not a checkpoint"; }
+      break;
+    case Stuck::kStrayFile: {
+      {
+        std::ofstream(name) << "a stray file under a checkpoint's name";
+      }
+      ASSERT_EQ(::chmod(name.c_str(), 0600), 0);
+      break;
+    }
+    case Stuck::kForeign:  // another namespace's checkpoint of the same key
+      ASSERT_EQ(::rename(foreign_file.c_str(), name.c_str()), 0);
+      break;
+  }
+}
+
+TEST(DiskPlugin, StuckNameOfEveryKindIsMovedAsideAndTheSpillSucceeds) {
+  for (Stuck what : {Stuck::kSymlink, Stuck::kFifo, Stuck::kEmptyDirectory,
+                     Stuck::kDirectoryWithFiles, Stuck::kStrayFile, Stuck::kForeign}) {
+    SCOPED_TRACE(StuckName(what));
+    TempDir tmp;
+    const std::string dir = tmp.Sub("tier");
+    const tier_key key = MakeKey(410);
+    Checkpoint cp = StandardCheckpoint(410, 1);
+    std::string foreign_file;
+    {
+      FakeHost host;  // another namespace's checkpoint of the same key, in a directory of its own
+      auto other = MustOpen(host, BaseOptions(tmp.Sub("other")), {}, "model-B");
+      Checkpoint theirs = StandardCheckpoint(411, 1);
+      ASSERT_EQ(SpillSync(*other, key, theirs).status, TIER_OK);
+      foreign_file = CheckpointPath(tmp.Sub("other"));
+    }
+    FakeHost host;
+    auto p = MustOpen(host, BaseOptions(dir));
+    ASSERT_EQ(SpillSync(*p, key, cp).status, TIER_OK);  // learn the checkpoint's file name
+    const std::string name = CheckpointPath(dir);
+    ASSERT_TRUE(p->Remove(&key).ok());
+    const std::string victim = tmp.Sub("victim");
+    { std::ofstream(victim) << "precious"; }
+    Plant(what, name, victim, foreign_file);
+
+    const Done spilled = SpillSync(*p, key, cp);
+    ASSERT_EQ(spilled.status, TIER_OK) << "the stuck name blocked the spill: " << spilled.message;
+    RestoreTarget t = MakeTarget(cp, 1);
+    ASSERT_EQ(RestoreSync(*p, key, t).status, TIER_OK);
+    EXPECT_TRUE(t.Equals(cp));
+    EXPECT_EQ(ListDir(dir + "/quarantine").size(), 1u) << "moved aside, not deleted";
+    EXPECT_EQ(host.Value(kQuarantinedMetric, "disk,stuck_name"), 1);
+    EXPECT_EQ(host.CountLogs("blocked a spill of its key"), 1u);
+    EXPECT_TRUE(host.LogContains(StuckName(what)));
+    EXPECT_EQ(ReadAllBytes(victim), std::vector<uint8_t>({'p', 'r', 'e', 'c', 'i', 'o', 'u', 's'}))
+        << "a symbolic link's target is never touched";
+    p.reset();
+    FakeHost host2;  // what the next process finds: the new checkpoint, whole
+    auto q = MustOpen(host2, BaseOptions(dir));
+    EXPECT_EQ(StatsOf(*q).entries, 1u);
+    RestoreTarget t2 = MakeTarget(cp);
+    ASSERT_EQ(RestoreSync(*q, key, t2).status, TIER_OK);
+    EXPECT_TRUE(t2.Equals(cp));
+  }
+}
+
+struct Times {
+  uint64_t created_unix_ns = 0;
+  uint64_t last_used_unix_ns = 0;
+  int count = 0;
+};
+
+Times TimesOf(DiskProvider& p) {
+  Times times;
+  EXPECT_TRUE(p.Enumerate(
+                   [](void* u, const tier_entry* e) -> int32_t {
+                     auto* t = static_cast<Times*>(u);
+                     EXPECT_TRUE(TIER_HAS_FIELD(e, tier_entry, last_used_unix_ns));
+                     t->created_unix_ns = e->created_unix_ns;
+                     t->last_used_unix_ns = e->last_used_unix_ns;
+                     ++t->count;
+                     return 0;
+                   },
+                   &times)
+                  .ok());
+  return times;
+}
+
+uint64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+TEST(DiskPlugin, EnumerateReportsCreationAndLastUseAndARestartKeepsThem) {
+  TempDir tmp;
+  const std::string dir = tmp.Sub("tier");
+  Checkpoint cp = StandardCheckpoint(420, 1);
+  const tier_key key = MakeKey(420);
+  // File times come from the kernel's coarse clock (a tick behind CLOCK_REALTIME at most).
+  constexpr uint64_t kTickNs = 1'000'000'000;
+  Times spilled;
+  const uint64_t before_spill_ns = RealtimeNs();
+  {
+    FakeHost host;
+    auto p = MustOpen(host, BaseOptions(dir));
+    ASSERT_EQ(SpillSync(*p, key, cp).status, TIER_OK);
+    const uint64_t after_spill_ns = RealtimeNs();
+    spilled = TimesOf(*p);
+    ASSERT_EQ(spilled.count, 1);
+    EXPECT_GE(spilled.created_unix_ns, before_spill_ns);
+    EXPECT_LE(spilled.created_unix_ns, after_spill_ns);
+    EXPECT_GE(spilled.last_used_unix_ns + kTickNs, spilled.created_unix_ns);
+    EXPECT_LE(spilled.last_used_unix_ns, after_spill_ns + kTickNs);
+  }
+  // The last use is the file's modification time: put it far in the past, then restart.
+  const uint64_t old_ns = 978307200ull * 1'000'000'000ull;  // 2001-01-01
+  const timespec old_times[2] = {{978307200, 0}, {978307200, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, CheckpointPath(dir).c_str(), old_times, 0), 0);
+  Times restored;
+  {
+    FakeHost host;
+    auto p = MustOpen(host, BaseOptions(dir));
+    const Times reopened = TimesOf(*p);
+    EXPECT_EQ(reopened.created_unix_ns, spilled.created_unix_ns) << "from the header";
+    EXPECT_EQ(reopened.last_used_unix_ns, old_ns) << "from the file";
+    const uint64_t before_restore_ns = RealtimeNs();
+    RestoreTarget t = MakeTarget(cp);
+    ASSERT_EQ(RestoreSync(*p, key, t).status, TIER_OK);
+    restored = TimesOf(*p);
+    EXPECT_EQ(restored.created_unix_ns, spilled.created_unix_ns);
+    EXPECT_GE(restored.last_used_unix_ns + kTickNs, before_restore_ns) << "a restore is a use";
+  }
+  FakeHost host;
+  auto p = MustOpen(host, BaseOptions(dir));
+  EXPECT_EQ(TimesOf(*p).last_used_unix_ns, restored.last_used_unix_ns) << "kept across a restart";
+}
+
+// Rewrites a format 2 checkpoint of raw chunks as format 1: unseeded chunk checksums, version 1,
+// every other checksum resealed. What an older build would have written.
+void RewriteAsFormatOne(const std::string& path) {
+  std::vector<uint8_t> file = ReadAllBytes(path);
+  Header h;
+  ParseError error;
+  ASSERT_TRUE(ParseHeader(file, &h, &error)) << error.message;
+  ASSERT_EQ(h.format_version, 2u);
+  for (ChunkRecord& c : h.chunks) {
+    ASSERT_EQ(c.codec, kCodecRaw);
+    c.checksum = Checksum({file.data() + c.file_offset, c.stored_bytes});
+  }
+  h.format_version = 1;
+  EncodeHeader(h, {file.data(), h.data_offset});
+  WriteAllBytes(path, file);
+}
+
+TEST(DiskPlugin, FormatOneCheckpointsAreStillReadAndVerified) {
+  TempDir tmp;
+  const std::string dir = tmp.Sub("tier");
+  const Options options = BaseOptions(dir).Set("compression", "off").Set("chunk_kib", "64");
+  Checkpoint cp = StandardCheckpoint(430, 1);
+  const tier_key key = MakeKey(430);
+  {
+    FakeHost host;
+    auto p = MustOpen(host, options);
+    ASSERT_EQ(SpillSync(*p, key, cp).status, TIER_OK);
+  }
+  const std::string path = CheckpointPath(dir);
+  RewriteAsFormatOne(path);
+  {
+    FakeHost host;
+    auto p = MustOpen(host, options);
+    EXPECT_EQ(StatsOf(*p).entries, 1u) << "a format 1 file is adopted";
+    RestoreTarget t = MakeTarget(cp, 3);
+    ASSERT_EQ(RestoreSync(*p, key, t).status, TIER_OK);
+    EXPECT_TRUE(t.Equals(cp));
+  }
+  // Its chunk checksums still verify the bytes.
+  Header h;
+  ParseError error;
+  ASSERT_TRUE(ParseHeader(ReadAllBytes(path), &h, &error)) << error.message;
+  FlipByte(path, h.chunks[1].file_offset + 100);
+  FakeHost host;
+  auto p = MustOpen(host, options);
+  RestoreTarget t = MakeTarget(cp);
+  EXPECT_EQ(RestoreSync(*p, key, t).status, TIER_DATA_LOSS);
 }
 
 }  // namespace

@@ -82,7 +82,9 @@ void FakeHost::Observe(void* ctx, tier_metric* metric, double value) {
   ++s->observations;
 }
 
-uint64_t FakeHost::Now(void*) {
+uint64_t FakeHost::Now(void* ctx) {
+  auto* self = static_cast<FakeHost*>(ctx);
+  if (const uint64_t frozen = self->frozen_ns_.load(); frozen != 0) return frozen;
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
@@ -95,6 +97,13 @@ double FakeHost::Value(const std::string& family, const std::string& labels) con
   return it->second->family->type == TIER_METRIC_HISTOGRAM
              ? static_cast<double>(it->second->observations)
              : it->second->value;
+}
+
+size_t FakeHost::CountLogs(const std::string& needle) const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const std::string& line : logs_) n += line.find(needle) != std::string::npos;
+  return n;
 }
 
 std::vector<std::string> FakeHost::Logs() const {

@@ -2,6 +2,7 @@
 // so tests can assert on them. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,6 +24,11 @@ class FakeHost {
   double Value(const std::string& family, const std::string& labels) const;
   std::vector<std::string> Logs() const;
   bool LogContains(const std::string& needle) const;
+  size_t CountLogs(const std::string& needle) const;  // lines containing `needle`
+  // The monotonic clock the provider sees: stopped at `ns` (not 0), moved by Advance, or the real
+  // one again after Freeze(0).
+  void FreezeClock(uint64_t ns) { frozen_ns_.store(ns); }
+  void AdvanceClock(uint64_t ns) { frozen_ns_.fetch_add(ns); }
 
  private:
   struct Family {
@@ -55,6 +61,7 @@ class FakeHost {
   std::vector<std::unique_ptr<Family>> family_store_;
   std::vector<std::unique_ptr<Series>> series_store_;
   std::vector<std::string> logs_;
+  std::atomic<uint64_t> frozen_ns_{0};
 };
 
 }  // namespace tier::disk::test

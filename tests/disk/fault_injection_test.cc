@@ -33,7 +33,7 @@ struct Rig {
   tier_stats Stats() {
     tier_stats s{};
     s.struct_size = sizeof(s);
-    p->Stats(&s);
+    EXPECT_TRUE(p->Stats(&s).ok());
     return s;
   }
 
@@ -209,6 +209,50 @@ TEST(FaultInjection, ShortReadIsDataLoss) {
   EXPECT_EQ(rig.Stats().entries, 0u);
   EXPECT_EQ(rig.Stats().used_bytes, 0u);
   EXPECT_EQ(ListDir(rig.tmp.Sub("tier/quarantine")).size(), 1u);
+}
+
+TEST(FaultInjection, RepeatedNoSpaceIsOneLogLineThenOneSummaryPerInterval) {
+  Rig rig;
+  rig.host.FreezeClock(1'000'000'000'000);  // the log's interval is measured on the host clock
+  constexpr int kFailures = 30;
+  for (int nth = 1; nth <= kFailures + 1; ++nth) rig.fs->Fail(FsOp::kFAllocate, nth, ENOSPC);
+  for (int i = 0; i < kFailures; ++i) {
+    const Done d = SpillSync(*rig.p, MakeKey(7), rig.cp);
+    ASSERT_EQ(d.status, TIER_NO_SPACE) << d.message;
+    EXPECT_NE(d.message.find("fallocate"), std::string::npos) << d.message;
+  }
+  EXPECT_EQ(rig.host.Value("tier_cold_spills_total", "disk,no_space"), kFailures)
+      << "each counted once";
+  EXPECT_EQ(rig.host.CountLogs("fallocate"), 1u) << "one line, not one per failed spill";
+  EXPECT_EQ(rig.host.CountLogs("more spill failure"), 0u);
+  rig.host.AdvanceClock(11'000'000'000);
+  ASSERT_EQ(SpillSync(*rig.p, MakeKey(7), rig.cp).status, TIER_NO_SPACE);
+  EXPECT_EQ(rig.host.CountLogs("fallocate"), 2u);
+  EXPECT_EQ(rig.host.CountLogs("30 more spill failures with no_space"), 1u)
+      << "then one summary per interval";
+  rig.ExpectClean("repeated no_space");  // and a spill that fits succeeds again
+}
+
+TEST(FaultInjection, FullFilesystemRefusesSpillsAtSubmitWithoutWriting) {
+  Rig rig;
+  rig.fs->ReportFreeBytes(64u << 10);         // statfs: 64 KiB free
+  rig.fs->Fail(FsOp::kFAllocate, 1, ENOSPC);  // and the first spill finds the disk full
+  const Done first = SpillSync(*rig.p, MakeKey(7), rig.cp);
+  ASSERT_EQ(first.status, TIER_NO_SPACE) << first.message;
+  const int temps_created = rig.fs->calls(FsOp::kOpenTemp);
+  for (int i = 0; i < 20; ++i) {  // a retry storm: answered at submit, nothing written
+    Status sync;
+    const Done d = SpillSync(*rig.p, MakeKey(7), rig.cp, &sync);
+    ASSERT_EQ(sync.code(), TIER_NO_SPACE) << sync.message();
+    EXPECT_NE(sync.message().find("is full"), std::string::npos) << sync.message();
+    EXPECT_EQ(d.calls, 0) << "refused: no completion";
+  }
+  EXPECT_EQ(rig.fs->calls(FsOp::kOpenTemp), temps_created) << "no file was created";
+  EXPECT_EQ(rig.host.Value("tier_cold_spills_total", "disk,no_space"), 21);
+  EXPECT_EQ(rig.host.CountLogs("No space left"), 1u);
+  EXPECT_EQ(rig.Stats().inflight_ops, 0u);
+  rig.fs->ReportFreeBytes(1ull << 40);  // space came back
+  rig.ExpectClean("full filesystem");
 }
 
 TEST(FaultInjection, EveryWriteFailurePointLeavesNothing) {

@@ -7,7 +7,7 @@
 #include "format.h"
 #include "options.h"
 
-namespace tier::disk {
+namespace tier::disk::test {
 namespace {
 
 Result<DiskOptions> Parse(std::vector<std::pair<std::string, std::string>> kv) {
@@ -181,12 +181,43 @@ TEST(DiskFormat, RandomGarbageNeverParsesAndNeverCrashes) {
 
 TEST(DiskFormat, NewerVersionIsUnsupportedNotCorrupt) {
   std::vector<uint8_t> bytes = Encode(SampleHeader());
-  bytes[8] = 2;
+  bytes[8] = kFormatVersion + 1;
   Header out;
   ParseError error;
   EXPECT_FALSE(ParseHeader(bytes, &out, &error));
   EXPECT_EQ(error.kind, ParseErrorKind::kUnsupported);
 }
 
+TEST(DiskFormat, ChunkSeedBindsKeySegmentAndChunkIndex) {
+  KeyBytes key{};
+  for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(i);
+  KeyBytes other = key;
+  other[31] ^= 1;
+  const uint64_t seed = ChunkSeed(2, key, TIER_SEGMENT_MAIN_KV, 3, 7);
+  EXPECT_NE(seed, ChunkSeed(2, other, TIER_SEGMENT_MAIN_KV, 3, 7)) << "another checkpoint";
+  EXPECT_NE(seed, ChunkSeed(2, key, TIER_SEGMENT_STATE_IMAGE, 3, 7)) << "another segment kind";
+  EXPECT_NE(seed, ChunkSeed(2, key, TIER_SEGMENT_MAIN_KV, 4, 7)) << "another segment index";
+  EXPECT_NE(seed, ChunkSeed(2, key, TIER_SEGMENT_MAIN_KV, 3, 8)) << "another chunk";
+  EXPECT_EQ(seed, ChunkSeed(2, key, TIER_SEGMENT_MAIN_KV, 3, 7)) << "a pure function";
+  EXPECT_EQ(ChunkSeed(1, key, TIER_SEGMENT_MAIN_KV, 3, 7), 0u) << "format 1: unseeded";
+}
+
+TEST(DiskFormat, FormatOneStillParsesAndReencodesAsItself) {
+  Header h = SampleHeader();
+  EXPECT_EQ(h.format_version, kFormatVersion);
+  h.format_version = 1;
+  const std::vector<uint8_t> bytes = Encode(h);
+  EXPECT_EQ(bytes[8], 1);
+  Header parsed;
+  ParseError error;
+  ASSERT_TRUE(ParseHeader(bytes, &parsed, &error)) << error.message;
+  EXPECT_EQ(parsed.format_version, 1u);
+  EXPECT_EQ(Encode(parsed), bytes);
+  std::vector<uint8_t> zero = bytes;
+  zero[8] = 0;
+  EXPECT_FALSE(ParseHeader(zero, &parsed, &error));
+  EXPECT_EQ(error.kind, ParseErrorKind::kCorrupt) << "format 0 never existed";
+}
+
 }  // namespace
-}  // namespace tier::disk
+}  // namespace tier::disk::test

@@ -69,6 +69,26 @@ int FaultyFileOps::FTruncate(int fd, uint64_t length) {
   return real_.FTruncate(fd, length);
 }
 
+int FaultyFileOps::FStatFs(int fd, struct statfs* out) {
+  const int rc = real_.FStatFs(fd, out);
+  std::lock_guard lock(mu_);
+  if (rc == 0 && reported_free_bytes_ >= 0) {
+    const uint64_t block_bytes = out->f_frsize != 0 ? out->f_frsize : out->f_bsize;
+    out->f_bavail = out->f_bfree = static_cast<uint64_t>(reported_free_bytes_) / block_bytes;
+  }
+  return rc;
+}
+
+void FaultyFileOps::ReportFreeBytes(uint64_t free_bytes) {
+  std::lock_guard lock(mu_);
+  reported_free_bytes_ = static_cast<int64_t>(free_bytes);
+}
+
+int FaultyFileOps::FAllocate(int fd, uint64_t length) {
+  if (const int e = Check(FsOp::kFAllocate); e < 0) return e;
+  return FileOps::FAllocate(fd, length);
+}
+
 void FaultyBackend::Fail(IoKind kind, int nth, int64_t result) {
   std::lock_guard lock(mu_);
   rules_.push_back({kind, (kind == IoKind::kRead ? reads_ : writes_) + nth, result});

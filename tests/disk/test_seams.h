@@ -18,7 +18,17 @@
 
 namespace tier::disk::test {
 
-enum class FsOp { kOpenTemp, kFDataSync, kFSyncDir, kRename, kUnlink, kFTruncate, kPWrite, kPRead };
+enum class FsOp {
+  kOpenTemp,
+  kFDataSync,
+  kFSyncDir,
+  kRename,
+  kUnlink,
+  kFTruncate,
+  kPWrite,
+  kPRead,
+  kFAllocate
+};
 
 // Wraps PosixFileOps. Fail(op, nth, err): the nth call (1-based, counted from now) of `op` fails
 // with -err; err == 0 with kPWrite means a short write (half the bytes). Thread-safe.
@@ -40,7 +50,10 @@ class FaultyFileOps final : public FileOps {
   }
   int FTruncate(int fd, uint64_t length) override;
   int FStat(int fd, struct stat* out) override { return real_.FStat(fd, out); }
-  int FStatFs(int fd, struct statfs* out) override { return real_.FStatFs(fd, out); }
+  // With ReportFreeBytes(n), fstatfs says n bytes are free (as a full filesystem would).
+  int FStatFs(int fd, struct statfs* out) override;
+  void ReportFreeBytes(uint64_t free_bytes);
+  int FAllocate(int fd, uint64_t length) override;
   int ListDir(int dirfd, std::vector<std::string>* names) override {
     return real_.ListDir(dirfd, names);
   }
@@ -58,6 +71,7 @@ class FaultyFileOps final : public FileOps {
   };
   std::vector<Rule> rules_;
   std::map<FsOp, int> calls_;
+  int64_t reported_free_bytes_ = -1;  // -1: the real value
 };
 
 // Wraps a backend. Reads or writes can fail (nth, -errno or a short count) or be held at a gate.

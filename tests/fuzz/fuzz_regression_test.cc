@@ -12,7 +12,7 @@
 #include "format.h"
 #include "fuzz_targets.h"
 
-namespace tier::disk::fuzz {
+namespace tier::disk::test {
 namespace {
 
 std::vector<std::string> FilesIn(const std::string& dir) {
@@ -45,29 +45,36 @@ int RunAll(const std::string& kind, int (*target)(const uint8_t*, size_t)) {
 }
 
 TEST(FuzzRegression, HeaderCorpusAndRegressions) {
-  EXPECT_GE(RunAll("header", FuzzHeaderParser), 8);
+  EXPECT_GE(RunAll("header", fuzz::FuzzHeaderParser), 8);
 }
 
 TEST(FuzzRegression, OptionsCorpusAndRegressions) {
-  EXPECT_GE(RunAll("options", FuzzOptionParser), 8);
+  EXPECT_GE(RunAll("options", fuzz::FuzzOptionParser), 8);
 }
 
 TEST(FuzzRegression, HeaderSeedsParse) {
   // The seeds named valid are valid: the fuzzer starts from headers that reach every check.
   for (const char* name : {"typical", "one-segment", "no-segments", "manifest-only",
-                           "many-segments", "long-namespace"}) {
+                           "many-segments", "long-namespace", "format-1"}) {
     const std::vector<uint8_t> bytes =
         Bytes(std::string(TIER_FUZZ_DIR) + "/corpus/header/" + name + ".bin");
     Header h;
     ParseError error;
     EXPECT_TRUE(ParseHeader(bytes, &h, &error)) << name << ": " << error.message;
+    EXPECT_EQ(h.format_version, std::string(name) == "format-1" ? 1u : kFormatVersion) << name;
   }
+  const std::vector<uint8_t> newer =
+      Bytes(std::string(TIER_FUZZ_DIR) + "/corpus/header/newer-version.bin");
+  Header h;
+  ParseError error;
+  EXPECT_FALSE(ParseHeader(newer, &h, &error));
+  EXPECT_EQ(error.kind, ParseErrorKind::kUnsupported) << error.message;
 }
 
 }  // namespace
-}  // namespace tier::disk::fuzz
+}  // namespace tier::disk::test
 
-namespace tier::disk::fuzz {
+namespace tier::disk::test {
 namespace {
 
 // A header whose only segment claims `logical` bytes stored in `chunks` raw chunks of 64 KiB.
@@ -99,7 +106,7 @@ TEST(FuzzRegression, SegmentLengthThatWrapsTheChunkCountIsRefused) {
     ParseError error;
     EXPECT_FALSE(ParseHeader(bytes, &h, &error))
         << "accepted a segment of " << logical << " bytes in no chunks";
-    EXPECT_EQ(FuzzHeaderParser(bytes.data(), bytes.size()), 0);
+    EXPECT_EQ(fuzz::FuzzHeaderParser(bytes.data(), bytes.size()), 0);
   }
   const std::vector<uint8_t> fine = OneSegment(3 * (64u << 10) - 5, 3);
   Header h;
@@ -108,4 +115,4 @@ TEST(FuzzRegression, SegmentLengthThatWrapsTheChunkCountIsRefused) {
 }
 
 }  // namespace
-}  // namespace tier::disk::fuzz
+}  // namespace tier::disk::test

@@ -1,7 +1,8 @@
 // tier_fuzz_make_seeds CORPUS_DIR [REGRESSIONS_DIR]: writes the header seed corpus (valid headers
-// of several shapes, and a few near misses) into CORPUS_DIR, and the header inputs of bugs found so
-// far into REGRESSIONS_DIR. The committed tests/fuzz/corpus/header and
-// tests/fuzz/regressions/header came from this.
+// of several shapes in the current format, one in format 1, and a few near misses) into
+// CORPUS_DIR, and the header inputs of bugs found so far into REGRESSIONS_DIR. The committed
+// tests/fuzz/corpus/header and tests/fuzz/regressions/header came from this (the regression input
+// was found, and is kept, in format 1).
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -87,12 +88,16 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> truncated(typical.begin(), typical.begin() + typical.size() / 2);
   Write(dir, "truncated.bin", truncated);
   std::vector<uint8_t> newer = typical;
-  newer[8] = 2;  // format version 2
+  newer[8] = kFormatVersion + 1;  // a format this build does not read yet
   Write(dir, "newer-version.bin", newer);
+  Header format_one = Make("qwen3.8-27b/int8-g64", 3, 2, 100);
+  format_one.format_version = 1;  // what builds before chunk identity wrote
+  Write(dir, "format-1.bin", Encode(format_one));
   if (argc == 3) {
     // A segment of 2^64 - 1 bytes in zero chunks: ceil(logical / chunk) wrapped around to 0 and
     // the parser accepted it (fixed in format.cc).
     Header h = Make("ns", 1, 1, 0);
+    h.format_version = 1;
     h.segments[0].logical_bytes = ~uint64_t{0};
     h.segments[0].chunk_count = 0;
     h.segments[0].stored_bytes = 0;

@@ -255,7 +255,7 @@ TEST_P(Corruption, EveryRegionDamagedWhileOpenIsDataLossAtRestore) {
   EXPECT_EQ(ListDir(dir + "/quarantine").size(), detected) << "each moved aside, none deleted";
   tier_stats st{};
   st.struct_size = sizeof(st);
-  p.Stats(&st);
+  EXPECT_TRUE(p.Stats(&st).ok());
   EXPECT_EQ(st.entries, cases.size() - detected);
   EXPECT_EQ(st.used_bytes, SumCheckpointFileBytes(dir));
 }
@@ -281,26 +281,28 @@ TEST_P(Corruption, EveryRegionDamagedWhileClosedIsCaughtAtReopen) {
     std::set<uint64_t> seeds;
     int wrong = 0;
   } seen;
-  p.Enumerate(
-      [](void* u, const tier_entry* e) -> int32_t {
-        auto* s = static_cast<Seen*>(u);
-        uint64_t seed = 0;
-        for (uint64_t candidate = 5000; candidate < 5000 + 4096; ++candidate) {
-          if (std::memcmp(MakeKey(candidate).bytes, e->key.bytes, TIER_KEY_BYTES) == 0) {
-            seed = candidate;
-            break;
-          }
-        }
-        const Checkpoint cp = Shaped(seed);
-        const bool manifest_ok = e->manifest_bytes == cp.data[5].size() &&
-                                 std::memcmp(e->manifest, cp.data[5].data(), 1000) == 0;
-        if (seed == 0 || !LayoutMatches(cp, e->segments, e->segment_count) || !manifest_ok) {
-          ++s->wrong;
-        }
-        s->seeds.insert(seed);
-        return 0;
-      },
-      &seen);
+  EXPECT_TRUE(
+      p.Enumerate(
+           [](void* u, const tier_entry* e) -> int32_t {
+             auto* s = static_cast<Seen*>(u);
+             uint64_t seed = 0;
+             for (uint64_t candidate = 5000; candidate < 5000 + 4096; ++candidate) {
+               if (std::memcmp(MakeKey(candidate).bytes, e->key.bytes, TIER_KEY_BYTES) == 0) {
+                 seed = candidate;
+                 break;
+               }
+             }
+             const Checkpoint cp = Shaped(seed);
+             const bool manifest_ok = e->manifest_bytes == cp.data[5].size() &&
+                                      std::memcmp(e->manifest, cp.data[5].data(), 1000) == 0;
+             if (seed == 0 || !LayoutMatches(cp, e->segments, e->segment_count) || !manifest_ok) {
+               ++s->wrong;
+             }
+             s->seeds.insert(seed);
+             return 0;
+           },
+           &seen)
+          .ok());
   EXPECT_EQ(seen.wrong, 0) << "enumerate offered a damaged identity, table or manifest";
   uint64_t detected = 0, not_adopted = 0;
   for (const Case& c : cases) {
@@ -322,6 +324,124 @@ TEST_P(Corruption, EveryRegionDamagedWhileClosedIsCaughtAtReopen) {
 
 INSTANTIATE_TEST_SUITE_P(Compression, Corruption, ::testing::Values("off", "zstd"),
                          [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace tier::disk::test
+
+namespace tier::disk::test {
+namespace {
+
+void WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+}
+
+// Two segments of whole raw 64 KiB chunks (compression off): four and two chunks.
+Checkpoint Chunky(uint64_t seed) {
+  Checkpoint cp;
+  cp.Add(TIER_SEGMENT_MAIN_KV, 0, RandomBytes(4 * 65536, seed));
+  cp.Add(TIER_SEGMENT_STATE_IMAGE, 0, RandomBytes(2 * 65536, seed + 1));
+  return cp;
+}
+
+struct Swap {
+  const char* what;
+  size_t a, b;     // chunk table positions: segment 0 holds 0-3, segment 1 holds 4-5
+  bool move_data;  // swap the data blocks and the checksums (offsets stay), or the whole records
+};
+
+// What a forger who knows the format does: swaps two chunks of a stored checkpoint and reseals
+// every table checksum and the header checksum, so the header verifies.
+void SwapAndReseal(const std::string& path, const Swap& swap) {
+  std::vector<uint8_t> file = ReadAll(path);
+  Header h;
+  ParseError error;
+  ASSERT_TRUE(ParseHeader(file, &h, &error)) << error.message;
+  ChunkRecord& a = h.chunks[swap.a];
+  ChunkRecord& b = h.chunks[swap.b];
+  ASSERT_EQ(a.codec, kCodecRaw);
+  ASSERT_EQ(a.stored_bytes, b.stored_bytes);
+  if (swap.move_data) {
+    std::swap_ranges(file.begin() + a.file_offset, file.begin() + a.file_offset + a.stored_bytes,
+                     file.begin() + b.file_offset);
+    std::swap(a.checksum, b.checksum);
+  } else {
+    std::swap(a, b);
+  }
+  EncodeHeader(h, {file.data(), h.data_offset});
+  Header resealed;
+  ASSERT_TRUE(ParseHeader(file, &resealed, &error)) << "the forgery must verify: " << error.message;
+  WriteBytes(path, file);
+}
+
+TEST(Corruption, ChunksSwappedAndResealedAreDataLoss) {
+  const Swap swaps[] = {{"two chunks of one segment, records swapped", 0, 2, false},
+                        {"two chunks of one segment, data swapped", 1, 3, true},
+                        {"chunks of two segments, records swapped", 1, 4, false},
+                        {"chunks of two segments, data swapped", 3, 5, true}};
+  for (bool reopen : {false, true}) {
+    for (const Swap& swap : swaps) {
+      SCOPED_TRACE(std::string(swap.what) + (reopen ? ", found after a restart" : ", while open"));
+      TempDir tmp(ScratchRoot());
+      const std::string dir = tmp.Sub("tier");
+      const Options options = CorruptionOptions(dir, "off");
+      const uint64_t seed = 9000;
+      Checkpoint cp = Chunky(seed);
+      FakeHost host;
+      auto opened = OpenDisk(host, kNs, options);
+      ASSERT_TRUE(opened.ok()) << opened.status().message();
+      ASSERT_EQ(SpillSync(*opened.value(), MakeKey(seed), cp).status, TIER_OK);
+      SwapAndReseal(FileOf(dir, MakeKey(seed)), swap);
+      if (reopen) {
+        opened.value()->Close();
+        opened = OpenDisk(host, kNs, options);
+        ASSERT_TRUE(opened.ok()) << opened.status().message();
+        ASSERT_EQ(opened.value()->quarantined_at_open(), 0u) << "its header verifies";
+      }
+      DiskProvider& p = *opened.value();
+      RestoreTarget t = MakeTarget(cp);
+      const Done d = RestoreSync(p, MakeKey(seed), t);
+      EXPECT_EQ(d.status, TIER_DATA_LOSS) << "a chunk in the wrong place was served: " << d.message;
+      EXPECT_EQ(d.logical_bytes, 0u);
+      EXPECT_EQ(ListDir(dir + "/quarantine").size(), 1u);
+      EXPECT_EQ(RestoreSync(p, MakeKey(seed), t).status, TIER_NOT_FOUND);
+    }
+  }
+}
+
+TEST(Corruption, AChunkOfAnotherCheckpointIsDataLoss) {
+  // Same segment table, same chunk positions, another key: checksums differ by their seed.
+  TempDir tmp(ScratchRoot());
+  const std::string dir = tmp.Sub("tier");
+  const Options options = CorruptionOptions(dir, "off");
+  FakeHost host;
+  auto opened = OpenDisk(host, kNs, options);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  DiskProvider& p = *opened.value();
+  Checkpoint mine = Chunky(9100), theirs = Chunky(9200);
+  ASSERT_EQ(SpillSync(p, MakeKey(9100), mine).status, TIER_OK);
+  ASSERT_EQ(SpillSync(p, MakeKey(9200), theirs).status, TIER_OK);
+  const std::string my_path = FileOf(dir, MakeKey(9100));
+  std::vector<uint8_t> file = ReadAll(my_path);
+  const std::vector<uint8_t> other = ReadAll(FileOf(dir, MakeKey(9200)));
+  Header h, other_h;
+  ParseError error;
+  ASSERT_TRUE(ParseHeader(file, &h, &error)) << error.message;
+  ASSERT_TRUE(ParseHeader(other, &other_h, &error)) << error.message;
+  // Chunk 2 of segment 0 and its checksum taken from the other checkpoint, the header resealed.
+  const ChunkRecord& from = other_h.chunks[2];
+  std::copy_n(other.begin() + from.file_offset, from.stored_bytes,
+              file.begin() + h.chunks[2].file_offset);
+  h.chunks[2].checksum = from.checksum;
+  EncodeHeader(h, {file.data(), h.data_offset});
+  WriteBytes(my_path, file);
+  RestoreTarget t = MakeTarget(mine);
+  EXPECT_EQ(RestoreSync(p, MakeKey(9100), t).status, TIER_DATA_LOSS);
+  RestoreTarget u = MakeTarget(theirs);
+  ASSERT_EQ(RestoreSync(p, MakeKey(9200), u).status, TIER_OK);
+  EXPECT_TRUE(u.Equals(theirs));
+}
 
 }  // namespace
 }  // namespace tier::disk::test

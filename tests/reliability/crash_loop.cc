@@ -112,7 +112,7 @@ std::string VerifyAfterKill(const CrashLoopConfig& config) {
   }
   tier_stats st{};
   st.struct_size = sizeof(st);
-  p.Stats(&st);
+  if (!p.Stats(&st).ok()) why << "stats failed; ";
   if (st.used_bytes != SumCheckpointFileBytes(dir)) {
     why << "used_bytes " << st.used_bytes << " but the files hold " << SumCheckpointFileBytes(dir)
         << "; ";
@@ -124,22 +124,25 @@ std::string VerifyAfterKill(const CrashLoopConfig& config) {
     uint64_t max_segment_bytes;
     int foreign = 0;
   } seen{{}, config.max_segment_bytes, 0};
-  p.Enumerate(
-      [](void* user, const tier_entry* e) -> int32_t {
-        auto* s = static_cast<Seen*>(user);
-        uint64_t seed = 0;
-        if (!SeedOfKey(e->key, &seed)) {
-          ++s->foreign;
-          return 0;
-        }
-        const Checkpoint cp = DerivedCheckpoint(seed, s->max_segment_bytes);
-        std::string problem;
-        if (!LayoutMatches(cp, e->segments, e->segment_count)) problem = "segment table differs";
-        if (e->logical_bytes != cp.logical_bytes()) problem += " logical bytes differ";
-        s->problems[seed] = problem;
-        return 0;
-      },
-      &seen);
+  if (!p.Enumerate(
+            [](void* user, const tier_entry* e) -> int32_t {
+              auto* s = static_cast<Seen*>(user);
+              uint64_t seed = 0;
+              if (!SeedOfKey(e->key, &seed)) {
+                ++s->foreign;
+                return 0;
+              }
+              const Checkpoint cp = DerivedCheckpoint(seed, s->max_segment_bytes);
+              std::string problem;
+              if (!LayoutMatches(cp, e->segments, e->segment_count))
+                problem = "segment table differs";
+              if (e->logical_bytes != cp.logical_bytes()) problem += " logical bytes differ";
+              s->problems[seed] = problem;
+              return 0;
+            },
+            &seen)
+           .ok())
+    why << "enumerate failed; ";
   if (seen.foreign) why << seen.foreign << " enumerated keys were never written by the worker; ";
   for (const auto& [seed, problem] : seen.problems) {
     const auto it = journal.find(seed);

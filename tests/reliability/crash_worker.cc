@@ -58,13 +58,16 @@ int CrashWorkerMain(int argc, char** argv) {
   DiskProvider& p = *opened.value();
 
   std::vector<uint64_t> live;  // seeds stored now, oldest first
-  p.Enumerate(
-      [](void* user, const tier_entry* e) -> int32_t {
-        uint64_t seed = 0;
-        if (SeedOfKey(e->key, &seed)) static_cast<std::vector<uint64_t>*>(user)->push_back(seed);
-        return 0;
-      },
-      &live);
+  if (!p.Enumerate(
+            [](void* user, const tier_entry* e) -> int32_t {
+              uint64_t seed = 0;
+              if (SeedOfKey(e->key, &seed))
+                static_cast<std::vector<uint64_t>*>(user)->push_back(seed);
+              return 0;
+            },
+            &live)
+           .ok())
+    Die(2, "enumerate failed");
 
   for (;;) {
     if (!live.empty() && (live.size() >= 10 || rng() % 4 == 0)) {

@@ -21,7 +21,7 @@ FaultRig::FaultRig(bool threads, Options extra) : dir(tmp.Sub("tier")) {
 tier_stats FaultRig::Stats() {
   tier_stats s{};
   s.struct_size = sizeof(s);
-  p->Stats(&s);
+  EXPECT_TRUE(p->Stats(&s).ok());
   return s;
 }
 
@@ -35,12 +35,14 @@ std::string FaultRig::CheckNothingVisible() {
     if (n != "LOCK" && n != "quarantine") why += "left behind: " + n + "; ";
   }
   int enumerated = 0;
-  p->Enumerate(
-      [](void* u, const tier_entry*) -> int32_t {
-        ++*static_cast<int*>(u);
-        return 0;
-      },
-      &enumerated);
+  if (!p->Enumerate(
+            [](void* u, const tier_entry*) -> int32_t {
+              ++*static_cast<int*>(u);
+              return 0;
+            },
+            &enumerated)
+           .ok())
+    why += "enumerate failed; ";
   if (enumerated != 0) why += "enumerate lists " + std::to_string(enumerated) + "; ";
   return why;
 }

@@ -28,6 +28,8 @@ const char* OpName(FsOp op) {
       return "pwrite";
     case FsOp::kPRead:
       return "pread";
+    case FsOp::kFAllocate:
+      return "fallocate";
   }
   return "?";
 }

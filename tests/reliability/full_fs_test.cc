@@ -62,7 +62,7 @@ void CheckConsistent(DiskProvider& p, const std::string& dir, uint64_t first, ui
                      Report* r) {
   tier_stats st{};
   st.struct_size = sizeof(st);
-  p.Stats(&st);
+  if (!p.Stats(&st).ok()) r->Fail("stats failed");
   if (st.used_bytes != SumCheckpointFileBytes(dir)) r->Fail("used_bytes differs from the files");
   if (st.inflight_ops != 0) r->Fail("operations still in flight");
   for (const std::string& n : ListDir(dir)) {
@@ -98,6 +98,23 @@ void Scenario(const std::string& dir, Report* r) {
     if (stored < 2) r->Fail("only " + std::to_string(stored) + " checkpoints fit");
     if (host.Value("tier_cold_spills_total", "disk,no_space") != 1) {
       r->Fail("the no-space spill is not counted");
+    }
+    // A retry storm on the full filesystem is answered at submit: no file, no job, each counted
+    // once, and the log holds one line for all of them.
+    for (int i = 0; i < 10; ++i) {
+      Checkpoint more = Incompressible(next);
+      Status sync;
+      SpillSync(p, MakeKey(next++), more, &sync);
+      if (sync.code() != TIER_NO_SPACE) r->Fail("accepted on a full filesystem: " + sync.message());
+    }
+    if (host.Value("tier_cold_spills_total", "disk,no_space") != 11) {
+      r->Fail("no-space spills counted " +
+              std::to_string(host.Value("tier_cold_spills_total", "disk,no_space")) +
+              " times for 11");
+    }
+    if (host.CountLogs("No space left") != 1) {
+      r->Fail(std::to_string(host.CountLogs("No space left")) +
+              " log lines for 11 no-space spills");
     }
     CheckConsistent(p, dir, 1, next, r);
     // Space comes back with a remove, and the tier takes spills again.

@@ -33,7 +33,7 @@ std::string CheckpointFile(const std::string& dir) {
 tier_stats StatsOf(DiskProvider& p) {
   tier_stats s{};
   s.struct_size = sizeof(s);
-  p.Stats(&s);
+  EXPECT_TRUE(p.Stats(&s).ok());
   return s;
 }
 
@@ -307,6 +307,163 @@ TEST(Security, AnotherNamespacesFileUnderThisNamespacesNameIsNeverServed) {
     EXPECT_NE(d.message.find("namespace"), std::string::npos) << d.message;
   } else {
     EXPECT_EQ(d.status, TIER_INVALID_ARGUMENT) << d.message;  // B's segment table differs
+  }
+}
+
+}  // namespace
+}  // namespace tier::disk::test
+
+namespace tier::disk::test {
+namespace {
+
+std::string ContentOf(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(Security, DeletingLockWhileOpenDoesNotLetASecondInstanceIn) {
+  TempDir tmp;
+  const std::string dir = tmp.Sub("tier");
+  FakeHost host;
+  auto first = OpenDisk(host, "holder-ns", BaseOptions(dir));
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  // An operator "cleaning a stale lock" while the server runs.
+  ASSERT_EQ(::unlink((dir + "/LOCK").c_str()), 0);
+  FakeHost host2;
+  auto second = OpenDisk(host2, "other-ns", BaseOptions(dir));
+  EXPECT_EQ(second.status().code(), TIER_BUSY) << "a second server got in after LOCK was deleted";
+  EXPECT_NE(second.status().message().find("in use by another tier instance"), std::string::npos)
+      << second.status().message();
+  // The first server is unaffected.
+  Checkpoint cp = StandardCheckpoint(30, 1);
+  ASSERT_EQ(SpillSync(*first.value(), MakeKey(30), cp).status, TIER_OK);
+  first.value()->Close();
+  auto third = OpenDisk(host2, "other-ns", BaseOptions(dir));
+  EXPECT_TRUE(third.ok()) << "released with its holder: " << third.status().message();
+}
+
+TEST(Security, HardLinkPlantedAsLockIsNeverWrittenThrough) {
+  TempDir tmp;
+  const std::string dir = tmp.Sub("tier");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  const std::string victim = tmp.Sub("victim");
+  { std::ofstream(victim) << "precious contents"; }
+  ASSERT_EQ(::link(victim.c_str(), (dir + "/LOCK").c_str()), 0);
+  {
+    FakeHost host;
+    auto opened = OpenDisk(host, "security-ns", BaseOptions(dir));
+    ASSERT_TRUE(opened.ok()) << opened.status().message();
+    EXPECT_EQ(ContentOf(victim), "precious contents") << "the link's target was written";
+    struct stat lock_st {
+    }, victim_st{};
+    ASSERT_EQ(::lstat((dir + "/LOCK").c_str(), &lock_st), 0);
+    ASSERT_EQ(::stat(victim.c_str(), &victim_st), 0);
+    EXPECT_NE(lock_st.st_ino, victim_st.st_ino) << "LOCK is a file of its own now";
+    EXPECT_EQ(lock_st.st_nlink, 1u);
+    EXPECT_EQ(ModeOf(dir + "/LOCK"), 0600u);
+    // Planted again while the server runs: a second instance is refused and reads nothing
+    // through the link.
+    ASSERT_EQ(::unlink((dir + "/LOCK").c_str()), 0);
+    ASSERT_EQ(::link(victim.c_str(), (dir + "/LOCK").c_str()), 0);
+    FakeHost host2;
+    auto second = OpenDisk(host2, "other-ns", BaseOptions(dir));
+    EXPECT_EQ(second.status().code(), TIER_BUSY);
+    EXPECT_EQ(second.status().message().find("precious"), std::string::npos)
+        << second.status().message();
+  }
+  EXPECT_EQ(ContentOf(victim), "precious contents");
+}
+
+// Opens the tier, spills one checkpoint, closes; returns its file.
+std::string SpillOne(const std::string& dir, uint64_t seed, Checkpoint& cp) {
+  FakeHost host;
+  auto p = OpenDisk(host, "security-ns", BaseOptions(dir));
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  if (!p.ok()) return "";
+  EXPECT_EQ(SpillSync(*p.value(), MakeKey(seed), cp).status, TIER_OK);
+  return CheckpointFile(dir);
+}
+
+std::string BaseName(const std::string& path) {
+  return path.substr(path.rfind('/') + 1);
+}
+
+TEST(Security, CheckpointFileOfAnotherModeIsSetAsideAtOpen) {
+  for (mode_t mode : {0644, 0666, 0660, 0700, 0400}) {
+    SCOPED_TRACE("mode " + std::to_string(mode));
+    TempDir tmp;
+    const std::string dir = tmp.Sub("tier");
+    Checkpoint cp = StandardCheckpoint(40, 1);
+    const std::string file = SpillOne(dir, 40, cp);
+    ASSERT_FALSE(file.empty());
+    ASSERT_EQ(::chmod(file.c_str(), mode), 0);
+    FakeHost host;
+    auto p = OpenDisk(host, "security-ns", BaseOptions(dir));
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    EXPECT_EQ(StatsOf(*p.value()).entries, 0u) << "adopted a file this server did not write so";
+    EXPECT_EQ(p.value()->not_owned_at_open(), 1u);
+    RestoreTarget t = MakeTarget(cp);
+    EXPECT_EQ(RestoreSync(*p.value(), MakeKey(40), t).status, TIER_NOT_FOUND);
+    EXPECT_EQ(ListDir(dir + "/quarantine").size(), 1u) << "moved aside, not deleted";
+    EXPECT_EQ(host.Value(kQuarantinedMetric, "disk,not_owned"), 1);
+    EXPECT_EQ(host.CountLogs(BaseName(file)), 1u) << "one log line";
+    EXPECT_TRUE(host.LogContains("has mode 0"));
+  }
+}
+
+TEST(Security, CheckpointFileOfAnotherUserIsSetAsideAtOpen) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to hand a file to another user";
+  TempDir tmp;
+  const std::string dir = tmp.Sub("tier");
+  Checkpoint cp = StandardCheckpoint(41, 1);
+  const std::string file = SpillOne(dir, 41, cp);
+  ASSERT_EQ(::chown(file.c_str(), 65534, 65534), 0);
+  FakeHost host;
+  auto p = OpenDisk(host, "security-ns", BaseOptions(dir));
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(StatsOf(*p.value()).entries, 0u) << "adopted another user's file";
+  EXPECT_EQ(p.value()->not_owned_at_open(), 1u);
+  EXPECT_EQ(ListDir(dir + "/quarantine").size(), 1u);
+  EXPECT_EQ(host.Value(kQuarantinedMetric, "disk,not_owned"), 1);
+  EXPECT_EQ(host.CountLogs(BaseName(file)), 1u) << "one log line";
+  EXPECT_TRUE(host.LogContains("is owned by uid 65534"));
+}
+
+TEST(Security, CheckpointFileChangedOwnerOrModeAfterOpenIsNotServed) {
+  struct Case {
+    const char* what;
+    bool needs_root;
+    int (*change)(const char* path);
+  };
+  const Case cases[] = {
+      {"made 0644", false, [](const char* path) { return ::chmod(path, 0644); }},
+      {"made 0666", false, [](const char* path) { return ::chmod(path, 0666); }},
+      {"given to another user", true, [](const char* path) { return ::chown(path, 65534, 65534); }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    if (c.needs_root && ::geteuid() != 0) continue;  // covered by the other cases
+    TempDir tmp;
+    const std::string dir = tmp.Sub("tier");
+    FakeHost host;
+    auto opened = OpenDisk(host, "security-ns", BaseOptions(dir));
+    ASSERT_TRUE(opened.ok()) << opened.status().message();
+    DiskProvider& p = *opened.value();
+    Checkpoint cp = StandardCheckpoint(42, 1);
+    ASSERT_EQ(SpillSync(p, MakeKey(42), cp).status, TIER_OK);
+    const std::string file = CheckpointFile(dir);
+    ASSERT_EQ(c.change(file.c_str()), 0);
+    RestoreTarget t = MakeTarget(cp);
+    const Done d = RestoreSync(p, MakeKey(42), t);
+    EXPECT_EQ(d.status, TIER_DATA_LOSS) << d.message;
+    EXPECT_EQ(d.logical_bytes, 0u);
+    EXPECT_NE(d.message.find("not written by this server"), std::string::npos) << d.message;
+    EXPECT_EQ(StatsOf(p).entries, 0u);
+    EXPECT_EQ(StatsOf(p).used_bytes, 0u);
+    EXPECT_EQ(ListDir(dir + "/quarantine").size(), 1u);
+    EXPECT_EQ(host.Value(kQuarantinedMetric, "disk,not_owned"), 1);
+    EXPECT_EQ(host.CountLogs(BaseName(file)), 1u) << "one log line";
+    EXPECT_EQ(RestoreSync(p, MakeKey(42), t).status, TIER_NOT_FOUND);
   }
 }
 

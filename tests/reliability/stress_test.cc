@@ -128,15 +128,17 @@ void Worker(DiskProvider& p, uint64_t thread_seed, std::chrono::steady_clock::ti
         if (!p.PlanRestore(&key, 1'000'000'000, &plan).ok()) tally->Problem("plan_restore");
         tier_stats stats{};
         stats.struct_size = sizeof(stats);
-        p.Stats(&stats);
+        if (!p.Stats(&stats).ok()) tally->Problem("stats");
         if (stats.used_bytes > stats.capacity_bytes) tally->Problem("used bytes over capacity");
         int entries = 0;
-        p.Enumerate(
-            [](void* u, const tier_entry*) -> int32_t {
-              ++*static_cast<int*>(u);
-              return 0;
-            },
-            &entries);
+        if (!p.Enumerate(
+                  [](void* u, const tier_entry*) -> int32_t {
+                    ++*static_cast<int*>(u);
+                    return 0;
+                  },
+                  &entries)
+                 .ok())
+          tally->Problem("enumerate");
         break;
       }
     }
@@ -148,7 +150,7 @@ void ExpectConsistent(DiskProvider& p, const std::string& dir, uint64_t seeds,
                       uint64_t max_segment_bytes) {
   tier_stats st{};
   st.struct_size = sizeof(st);
-  p.Stats(&st);
+  EXPECT_TRUE(p.Stats(&st).ok());
   EXPECT_EQ(st.inflight_ops, 0u);
   EXPECT_EQ(st.used_bytes, SumCheckpointFileBytes(dir));
   EXPECT_LE(st.used_bytes, st.capacity_bytes);
