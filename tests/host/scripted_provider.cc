@@ -1,0 +1,416 @@
+// scripted_provider.cc -- libtier_scripted.so: an in-memory tier provider for the Host tests
+// whose behaviour is chosen by options, so each path of the library can be driven:
+//   capacity_bytes=N         budget (default 1 GiB)
+//   spill_result=STATUS      every accepted spill completes with this status (default ok)
+//   restore_result=STATUS    every accepted restore completes with this status (default ok)
+//   restore_ns_per_byte=X    plan_restore's estimate per stored byte (default 0.01)
+//   flip_restored_byte=1     a restore reports OK but one byte it returns is wrong (a lying
+//                            provider: the server's own check must catch it)
+//   spill_delay_ms=N, restore_delay_ms=N   completions arrive N ms later, from another thread
+//   plan_delay_ms=N          plan_restore takes N ms (it runs on the host's provider thread)
+//   restore_never=1          restores are accepted and never complete (a stuck provider)
+//   store=NAME               instances with the same NAME share one store: a shared tier
+//                            (TIER_CAP_SHARED, with probe), as a fleet on one pool sees it
+// STATUS is a tier_status_name(): ok, io_error, no_space, data_loss, ...
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tier_provider.h"
+#include "tier_validate.h"
+
+namespace {
+
+struct Stored {
+  std::vector<tier_segment_info> table;
+  std::vector<std::vector<unsigned char>> data;
+  uint64_t bytes = 0;
+};
+
+struct KeyLess {
+  bool operator()(const tier_key& a, const tier_key& b) const {
+    return std::memcmp(a.bytes, b.bytes, TIER_KEY_BYTES) < 0;
+  }
+};
+
+struct Store {
+  std::mutex mutex;
+  std::map<tier_key, Stored, KeyLess> stored;
+  uint64_t used_bytes = 0;
+};
+
+// Stores shared by name across instances of this process (store=NAME).
+std::mutex g_stores_mutex;
+std::map<std::string, std::shared_ptr<Store>> g_stores;
+
+tier_status StatusFromName(const std::string& name, bool* ok) {
+  for (int s = 0; s < TIER_STATUS_COUNT; ++s) {
+    if (name == tier_status_name(s)) {
+      *ok = true;
+      return s;
+    }
+  }
+  *ok = false;
+  return TIER_INTERNAL;
+}
+
+void Complete(tier_done_fn done, void* user, tier_status status, uint64_t bytes) {
+  tier_completion c{};
+  c.struct_size = sizeof(c);
+  c.status = status;
+  c.message = status == TIER_OK ? "" : "scripted failure";
+  c.logical_bytes = status == TIER_OK ? bytes : 0;
+  c.stored_bytes = status == TIER_OK ? bytes : 0;
+  c.duration_ns = 1000;
+  done(user, &c);
+}
+
+// Runs closures at their due time on one thread; Close() runs what is left at once.
+class Delayer {
+ public:
+  Delayer() : thread_([this] { Loop(); }) {}
+  ~Delayer() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  void After(int ms, std::function<void()> work) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      due_.emplace(std::chrono::steady_clock::now() + std::chrono::milliseconds(ms),
+                   std::move(work));
+    }
+    wake_.notify_all();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      if (due_.empty()) {
+        if (stopping_) return;
+        wake_.wait(lock);
+        continue;
+      }
+      auto first = due_.begin();
+      if (!stopping_ && std::chrono::steady_clock::now() < first->first) {
+        wake_.wait_until(lock, first->first);
+        continue;
+      }
+      std::function<void()> work = std::move(first->second);
+      due_.erase(first);
+      lock.unlock();
+      work();
+      lock.lock();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> due_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+struct tier_instance {
+  std::shared_ptr<Store> store = std::make_shared<Store>();
+  bool shared = false;
+  uint64_t capacity_bytes = 1ull << 30;
+  tier_status spill_result = TIER_OK;
+  tier_status restore_result = TIER_OK;
+  double restore_ns_per_byte = 0.01;
+  bool flip_restored_byte = false;
+  int spill_delay_ms = 0, restore_delay_ms = 0, plan_delay_ms = 0;
+  bool restore_never = false;
+  std::unique_ptr<Delayer> delayer = std::make_unique<Delayer>();
+};
+
+namespace {
+
+bool SetOption(tier_instance* self, const std::string& key, const std::string& value) {
+  bool ok = true;
+  if (key == "capacity_bytes") {
+    self->capacity_bytes = std::strtoull(value.c_str(), nullptr, 10);
+  } else if (key == "spill_result") {
+    self->spill_result = StatusFromName(value, &ok);
+  } else if (key == "restore_result") {
+    self->restore_result = StatusFromName(value, &ok);
+  } else if (key == "flip_restored_byte") {
+    self->flip_restored_byte = value == "1";
+  } else if (key == "restore_ns_per_byte") {
+    self->restore_ns_per_byte = std::strtod(value.c_str(), nullptr);
+  } else if (key == "spill_delay_ms") {
+    self->spill_delay_ms = std::atoi(value.c_str());
+  } else if (key == "restore_delay_ms") {
+    self->restore_delay_ms = std::atoi(value.c_str());
+  } else if (key == "plan_delay_ms") {
+    self->plan_delay_ms = std::atoi(value.c_str());
+  } else if (key == "restore_never") {
+    self->restore_never = value == "1";
+  } else if (key == "store") {
+    std::lock_guard<std::mutex> lock(g_stores_mutex);
+    auto& store = g_stores[value];
+    if (store == nullptr) store = std::make_shared<Store>();
+    self->store = store;
+    self->shared = true;
+  } else {
+    ok = false;
+  }
+  return ok;
+}
+
+tier_status Open(const tier_host_services*, const char* ns, const tier_option* options,
+                 uint32_t count, tier_instance** out, tier_error* error) {
+  if (out == nullptr || ns == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "open");
+  auto* self = new tier_instance();
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!SetOption(self, options[i].key, options[i].value)) {
+      delete self;
+      return tier_set_error(error, TIER_INVALID_ARGUMENT, "scripted: option '%s'", options[i].key);
+    }
+  }
+  *out = self;
+  return TIER_OK;
+}
+
+void Close(tier_instance* self) {
+  delete self;  // the delayer runs what is left before it goes
+}
+
+tier_status Info(tier_instance* self, tier_info* out, tier_error* error) {
+  if (out == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "info");
+  out->capabilities = self->shared ? TIER_CAP_SHARED : 0;
+  out->name = "scripted";
+  out->version = "0";
+  out->io_path = "memory";
+  out->buffer_alignment = 1;
+  out->max_inflight_ops = 64;
+  return TIER_OK;
+}
+
+tier_status Stats(tier_instance* self, tier_stats* out, tier_error* error) {
+  if (out == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "stats");
+  std::lock_guard<std::mutex> lock(self->store->mutex);
+  out->capacity_bytes = self->capacity_bytes;
+  out->used_bytes = self->store->used_bytes;
+  out->entries = self->store->stored.size();
+  out->inflight_ops = 0;
+  return TIER_OK;
+}
+
+tier_status Stat(tier_instance* self, const tier_key* key, tier_stat_result* out,
+                 tier_segment_info* segments, uint32_t capacity, tier_error* error) {
+  if (key == nullptr || out == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "stat");
+  std::lock_guard<std::mutex> lock(self->store->mutex);
+  auto it = self->store->stored.find(*key);
+  if (it == self->store->stored.end()) {
+    return tier_set_error(error, TIER_NOT_FOUND, "scripted: absent");
+  }
+  out->segment_count = static_cast<uint32_t>(it->second.table.size());
+  out->logical_bytes = out->stored_bytes = it->second.bytes;
+  out->estimated_restore_ns = static_cast<uint64_t>(it->second.bytes * self->restore_ns_per_byte);
+  for (uint32_t i = 0; i < capacity && i < it->second.table.size(); ++i) {
+    segments[i] = it->second.table[i];
+  }
+  return TIER_OK;
+}
+
+tier_status Spill(tier_instance* self, const tier_key* key, const tier_segment* segments,
+                  uint32_t count, tier_done_fn done, void* user, tier_error* error) {
+  if (key == nullptr || done == nullptr) {
+    return tier_set_error(error, TIER_INVALID_ARGUMENT, "spill");
+  }
+  tier_status status = tier_validate_segments("scripted", segments, count, error);
+  if (status != TIER_OK) return status;
+  Stored entry;
+  for (uint32_t i = 0; i < count; ++i) {
+    entry.table.push_back({segments[i].kind, segments[i].index, segments[i].length_bytes});
+    const auto* data = static_cast<const unsigned char*>(segments[i].data);
+    entry.data.emplace_back(data, data + segments[i].length_bytes);
+    entry.bytes += segments[i].length_bytes;
+  }
+  const uint64_t bytes = entry.bytes;
+  {
+    std::lock_guard<std::mutex> lock(self->store->mutex);
+    if (self->store->stored.count(*key) != 0) {
+      return tier_set_error(error, TIER_ALREADY_EXISTS, "scripted: exists");
+    }
+    if (self->store->used_bytes + entry.bytes > self->capacity_bytes) {
+      return tier_set_error(error, TIER_NO_SPACE, "scripted: full");
+    }
+    if (self->spill_result == TIER_OK) {
+      self->store->used_bytes += entry.bytes;
+      self->store->stored.emplace(*key, std::move(entry));
+    }
+  }
+  const tier_status result = self->spill_result;
+  if (self->spill_delay_ms > 0) {
+    self->delayer->After(self->spill_delay_ms, [=] { Complete(done, user, result, bytes); });
+  } else {
+    Complete(done, user, result, bytes);
+  }
+  return TIER_OK;
+}
+
+// Copies the stored segments into the caller's; INVALID_ARGUMENT if the table differs.
+tier_status CopyOut(tier_instance* self, const Stored& s, const tier_segment* segments,
+                    uint32_t count, tier_error* error) {
+  if (count != s.table.size()) return tier_set_error(error, TIER_INVALID_ARGUMENT, "table");
+  for (uint32_t i = 0; i < count; ++i) {
+    bool found = false;
+    for (size_t j = 0; j < s.table.size(); ++j) {
+      const tier_segment_info& t = s.table[j];
+      if (t.kind == segments[i].kind && t.index == segments[i].index &&
+          t.length_bytes == segments[i].length_bytes) {
+        std::memcpy(segments[i].data, s.data[j].data(), t.length_bytes);
+        found = true;
+      }
+    }
+    if (!found) return tier_set_error(error, TIER_INVALID_ARGUMENT, "scripted: table");
+  }
+  if (self->flip_restored_byte) {
+    for (uint32_t i = 0; i < count; ++i) {
+      if (segments[i].length_bytes > 0 && segments[i].kind == TIER_SEGMENT_MAIN_KV) {
+        static_cast<unsigned char*>(segments[i].data)[0] ^= 0x40;
+        break;
+      }
+    }
+  }
+  return TIER_OK;
+}
+
+tier_status Restore(tier_instance* self, const tier_key* key, const tier_segment* segments,
+                    uint32_t count, tier_done_fn done, void* user, tier_error* error) {
+  if (key == nullptr || done == nullptr) {
+    return tier_set_error(error, TIER_INVALID_ARGUMENT, "restore");
+  }
+  tier_status status = tier_validate_segments("scripted", segments, count, error);
+  if (status != TIER_OK) return status;
+  uint64_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(self->store->mutex);
+    auto it = self->store->stored.find(*key);
+    if (it == self->store->stored.end()) {
+      return tier_set_error(error, TIER_NOT_FOUND, "scripted: absent");
+    }
+    status = CopyOut(self, it->second, segments, count, error);
+    if (status != TIER_OK) return status;
+    bytes = it->second.bytes;
+    if (self->restore_result == TIER_DATA_LOSS) {  // a provider drops what fails verification
+      self->store->used_bytes -= it->second.bytes;
+      self->store->stored.erase(it);
+    }
+  }
+  if (self->restore_never) return TIER_OK;  // accepted; the completion never comes
+  const tier_status result = self->restore_result;
+  if (self->restore_delay_ms > 0) {
+    self->delayer->After(self->restore_delay_ms, [=] { Complete(done, user, result, bytes); });
+  } else {
+    Complete(done, user, result, bytes);
+  }
+  return TIER_OK;
+}
+
+tier_status Remove(tier_instance* self, const tier_key* key, tier_error* error) {
+  if (key == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "remove");
+  std::lock_guard<std::mutex> lock(self->store->mutex);
+  auto it = self->store->stored.find(*key);
+  if (it == self->store->stored.end()) {
+    return tier_set_error(error, TIER_NOT_FOUND, "scripted: absent");
+  }
+  self->store->used_bytes -= it->second.bytes;
+  self->store->stored.erase(it);
+  return TIER_OK;
+}
+
+tier_status Enumerate(tier_instance* self, tier_enumerate_fn fn, void* user, tier_error* error) {
+  if (fn == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "enumerate");
+  std::lock_guard<std::mutex> lock(self->store->mutex);
+  for (const auto& [key, s] : self->store->stored) {
+    tier_entry e{};
+    e.struct_size = sizeof(e);
+    e.key = key;
+    e.segment_count = static_cast<uint32_t>(s.table.size());
+    e.logical_bytes = e.stored_bytes = s.bytes;
+    e.segments = s.table.data();
+    for (size_t j = 0; j < s.table.size(); ++j) {
+      if (s.table[j].kind == TIER_SEGMENT_MANIFEST) {
+        e.manifest = s.data[j].data();
+        e.manifest_bytes = s.data[j].size();
+      }
+    }
+    if (fn(user, &e) != 0) break;
+  }
+  return TIER_OK;
+}
+
+tier_status Plan(tier_instance* self, const tier_key* key, uint64_t prefill_ns, tier_plan* out,
+                 tier_error* error) {
+  if (key == nullptr || out == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "plan");
+  if (self->plan_delay_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(self->plan_delay_ms));
+  }
+  std::lock_guard<std::mutex> lock(self->store->mutex);
+  auto it = self->store->stored.find(*key);
+  if (it == self->store->stored.end()) {
+    out->decision = TIER_DECISION_SKIP_TO_ROOT;
+    out->reason = TIER_REASON_MISS;
+    return TIER_OK;
+  }
+  out->stored_bytes = it->second.bytes;
+  out->estimated_restore_ns = static_cast<uint64_t>(it->second.bytes * self->restore_ns_per_byte);
+  const bool cheaper = out->estimated_restore_ns < prefill_ns;
+  out->decision = cheaper ? TIER_DECISION_RESTORE : TIER_DECISION_SKIP_TO_ROOT;
+  out->reason = cheaper ? TIER_REASON_CHEAPER : TIER_REASON_COST;
+  return TIER_OK;
+}
+
+tier_status Probe(tier_instance* self, const tier_key* keys, uint32_t count, uint8_t* found,
+                  tier_error* error) {
+  if (keys == nullptr || found == nullptr || count == 0 || count > TIER_PROBE_MAX_KEYS) {
+    return tier_set_error(error, TIER_INVALID_ARGUMENT, "scripted: probe");
+  }
+  std::lock_guard<std::mutex> lock(self->store->mutex);
+  for (uint32_t i = 0; i < count; ++i) found[i] = self->store->stored.count(keys[i]) ? 1 : 0;
+  return TIER_OK;
+}
+
+const tier_provider kScripted = {sizeof(tier_provider),
+                                 TIER_ABI_VERSION_MAJOR,
+                                 TIER_ABI_VERSION_MINOR,
+                                 0,
+                                 "scripted",
+                                 "0",
+                                 Open,
+                                 Close,
+                                 Info,
+                                 Stats,
+                                 Stat,
+                                 Spill,
+                                 Restore,
+                                 Remove,
+                                 Enumerate,
+                                 Plan,
+                                 Probe};
+
+}  // namespace
+
+extern "C" TIER_EXPORT tier_status tier_provider_entry(uint32_t major, uint32_t,
+                                                       const tier_host_services*,
+                                                       const tier_provider** out) {
+  if (out == nullptr) return TIER_INVALID_ARGUMENT;
+  *out = &kScripted;
+  return major == TIER_ABI_VERSION_MAJOR ? TIER_OK : TIER_UNSUPPORTED;
+}
