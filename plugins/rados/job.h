@@ -68,7 +68,13 @@ struct RadosProvider::SpillJob {
   std::vector<const uint8_t*> sources;  // by header segment: the caller's bytes
   std::vector<uint8_t> submitted;  // by seq: a write was sent (cleanup removes those)
   ChunkWindow window;
-  uint64_t lease_ok_ns = 0;  // monotonic: submission of the last lease write that succeeded
+  // The spill's lease, shared with refreshes in flight (which the job does not wait for).
+  struct Lease {
+    std::atomic<uint64_t> ok_ns{0};  // monotonic: submission of the last write that succeeded
+    std::atomic<bool> lost{false};   // a refresh found it removed (a sweep judged us dead)
+    std::atomic<bool> refreshing{false};
+  };
+  std::shared_ptr<Lease> lease = std::make_shared<Lease>();
   // By header segment: compression=auto found its first chunk incompressible (written raw).
   std::unique_ptr<std::atomic<bool>[]> segment_raw;
 };

@@ -141,7 +141,8 @@ class RadosProvider {
   void SpillChunk(SpillJob* job, uint32_t seq);
   Status PublishHeader(SpillJob* job, bool* maybe_written);
   void AbandonSpill(SpillJob* job, bool header_maybe_written);
-  bool RefreshLease(SpillJob* job);
+  // Rewrites the lease's time, asynchronously (at most one in flight); `wait` waits for it.
+  void RefreshLease(SpillJob* job, bool wait);
   void FinishSpill(SpillJob* job, const Status& status);
   void RunRestore(RestoreJob* job);
   Status RestoreChunks(RestoreJob* job);

@@ -180,7 +180,7 @@ void RadosProvider::RestoreChunk(RestoreJob* job, uint32_t seq) {
     if (rc == -ENOENT) {
       suspect("is missing");
     } else if (rc < 0) {
-      job->window.Fail(FromRados(rc, "read chunk '" + oid + "'"));
+      // Recorded by the read's callback already.
     } else {
       ChunkBinding got;
       const std::span<uint8_t> logical(target, want.logical_bytes);
@@ -201,7 +201,11 @@ void RadosProvider::RestoreChunk(RestoreJob* job, uint32_t seq) {
   };
   const int rc = aio_->Read(
       oid, op, 0,
-      [this, compressed, verify](int result) {
+      [this, job, oid, compressed, verify](int result) {
+        // A failure stops the queued chunks before this slot starts another.
+        if (result < 0 && result != -ENOENT) {
+          job->window.Fail(FromRados(result, "read chunk '" + oid + "'"));
+        }
         if (!compressed) window_->Release();  // the bytes are in place; verification is CPU
         workers_->Post([verify, result] { verify(result); });
       },

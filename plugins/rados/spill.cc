@@ -6,6 +6,7 @@
 // chunk objects (named by its random spill id, so never another writer's) and its lease.
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -144,18 +145,37 @@ Status RadosProvider::Spill(const tier_key* key, const tier_segment* segments,
   return Status::Ok();
 }
 
-bool RadosProvider::RefreshLease(SpillJob* job) {
+void RadosProvider::RefreshLease(SpillJob* job, bool wait) {
+  std::shared_ptr<SpillJob::Lease> lease = job->lease;
+  if (lease->refreshing.exchange(true)) return;
   const uint64_t submitted = Aio::NowNs();
   const std::string now = std::to_string(UnixNowNs());
   rados_write_op_t op = rados_create_write_op();
-  if (op == nullptr) return true;
+  if (op == nullptr) {
+    lease->refreshing.store(false);
+    return;
+  }
   rados_write_op_assert_exists(op);
   rados_write_op_setxattr(op, kXattrLease, now.data(), now.size());
-  const int rc = aio_->WriteSync(LeaseName(job->key, job->header.spill_id), op,
-                                 LIBRADOS_OPERATION_FULL_TRY, Deadline());
-  if (rc == 0) job->lease_ok_ns = submitted;
-  // ENOENT: a sweep judged this spill dead and removed the lease; it must not publish.
-  return rc != -ENOENT;
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  const int rc = aio_->Write(
+      LeaseName(job->key, job->header.spill_id), op, LIBRADOS_OPERATION_FULL_TRY,
+      [lease, submitted, done](int result) {
+        if (result == 0) lease->ok_ns.store(submitted);
+        // ENOENT: a sweep judged this spill dead and removed the lease; it must not publish.
+        if (result == -ENOENT) lease->lost.store(true);
+        lease->refreshing.store(false);
+        done->store(true);
+      });
+  if (rc < 0) {
+    lease->refreshing.store(false);
+    return;
+  }
+  // Bounded by the op timeout; the wait is for the last refresh before a publish only.
+  const uint64_t until = Deadline();
+  while (wait && !done->load() && Aio::NowNs() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 void RadosProvider::SpillChunk(SpillJob* job, uint32_t seq) {
@@ -320,7 +340,7 @@ void RadosProvider::RunSpill(SpillJob* job) {
       after = After::kAbandon;  // a lease that timed out may exist
       return FromRados(rc, "create lease");
     }
-    j.lease_ok_ns = lease_submitted;
+    j.lease->ok_ns.store(lease_submitted);
     after = After::kAbandon;
 
     // Inline segments into the header; the rest are chunks.
@@ -341,17 +361,20 @@ void RadosProvider::RunSpill(SpillJob* job) {
       window_->Enqueue([this, job, seq] { SpillChunk(job, seq); });
     }
     const uint64_t refresh_ns = uint64_t{options_.lease_grace_s} * kSecondNs / 4;
-    while (!j.window.WaitIdleFor(kSecondNs)) {
-      if (Aio::NowNs() - j.lease_ok_ns > refresh_ns && !RefreshLease(job)) {
+    while (!j.window.WaitIdleFor(kSecondNs / 4)) {
+      if (j.lease->lost.load()) {
         j.window.Fail(Status::IoError("rados: the spill's lease was removed by a sweep"));
+      }
+      if (!j.window.failed.load() && Aio::NowNs() - j.lease->ok_ns.load() > refresh_ns) {
+        RefreshLease(job, /*wait=*/false);
       }
     }
     if (j.window.failed.load()) return j.window.error();
     if (closing_.load()) return Status::Cancelled("rados: closed during the spill");
     // Publish only well inside the grace: a sweep needs the lease stale for the whole grace.
-    if (Aio::NowNs() - j.lease_ok_ns > uint64_t{options_.lease_grace_s} * kSecondNs / 2 &&
-        !(RefreshLease(job) &&
-          Aio::NowNs() - j.lease_ok_ns <= uint64_t{options_.lease_grace_s} * kSecondNs / 2)) {
+    const uint64_t half_grace_ns = uint64_t{options_.lease_grace_s} * kSecondNs / 2;
+    if (Aio::NowNs() - j.lease->ok_ns.load() > half_grace_ns) RefreshLease(job, /*wait=*/true);
+    if (j.lease->lost.load() || Aio::NowNs() - j.lease->ok_ns.load() > half_grace_ns) {
       return Status::IoError("rados: the spill's lease could not be kept fresh; not published");
     }
     bool maybe_written = false;

@@ -365,6 +365,13 @@ Status Admin::Truncate(const std::string& ns, const std::string& oid, uint64_t s
                 : Status::Ok();
 }
 
+Status Admin::SetXattr(const std::string& ns, const std::string& oid, const std::string& name,
+                       const std::string& value) {
+  const int rc = rados_setxattr(Io(ns), oid.c_str(), name.c_str(), value.data(), value.size());
+  return rc < 0 ? Status::IoError("setxattr " + oid + ": " + Status::ErrnoText(-rc))
+                : Status::Ok();
+}
+
 Status Admin::MonCommand(const std::string& json, std::string* out) {
   const char* argv[] = {json.c_str()};
   char* outbuf = nullptr;

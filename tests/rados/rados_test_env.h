@@ -134,6 +134,8 @@ class Admin {
                    const std::string& bytes);
   Status Remove(const std::string& rados_namespace, const std::string& oid);
   Status Truncate(const std::string& rados_namespace, const std::string& oid, uint64_t size);
+  Status SetXattr(const std::string& rados_namespace, const std::string& oid,
+                  const std::string& name, const std::string& value);
   // A JSON mon command ({"prefix": ...}); the output in *out.
   Status MonCommand(const std::string& json, std::string* out = nullptr);
 
