@@ -40,6 +40,11 @@ dir=$2
 
 need_binaries() {
   local missing=()
+  # TIER_CEPH_ABSENT=1: behave as if ceph were not installed (checks the skip path).
+  if [ "${TIER_CEPH_ABSENT:-0}" = 1 ]; then
+    echo "ceph-cluster: SKIP: TIER_CEPH_ABSENT=1 (as if ceph were not installed)" >&2
+    exit 77
+  fi
   for b in ceph-mon ceph-mgr ceph-osd ceph ceph-authtool monmaptool; do
     command -v "$b" >/dev/null 2>&1 || missing+=("$b")
   done
@@ -222,7 +227,9 @@ start_cluster() {
   need_binaries
   dir=$(abs_dir "$dir")
   if alive "$dir/run/mon.a.pid" || alive "$dir/run/osd.0.pid" || alive "$dir/run/mgr.x.pid"; then
-    die "a cluster is already running in $dir (run: $0 stop $dir)"
+    # Left by an interrupted run: these pids were started in $dir, so they are ours to stop.
+    echo "ceph-cluster: stopping the cluster left running in $dir" >&2
+    stop_daemons
   fi
   rm -rf "$dir/mon" "$dir/mgr" "$dir/osd.0" "$dir/block" "$dir/run" "$dir/log" "$dir/crash" \
     "$dir/ready" "$dir"/*.keyring "$dir/ceph.conf" "$dir/monmap"
