@@ -16,8 +16,8 @@ namespace tier::bench {
 // The targets.
 inline constexpr double kMinRestoreVsFio = 0.9;
 inline constexpr double kMinSpillVsFio = 0.9;
-inline constexpr double kMinRestoreVsRadosBench = 0.9;  // rados bench seq
-inline constexpr double kMinSpillVsRadosBench = 0.9;    // rados bench write
+inline constexpr double kMinRestoreVsRadosBench = 0.9;   // rados bench seq
+inline constexpr double kMinSpillVsRadosBench = 0.9;     // rados bench write
 inline constexpr double kMaxAutoRestoreSlowdown = 1.05;  // auto restore time / raw restore time
 inline constexpr uint64_t kMemoryAllowanceBytes = 64ull << 20;  // over the staging bound
 

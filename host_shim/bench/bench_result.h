@@ -66,8 +66,8 @@ struct BenchResult {
   std::string fio_note;
   std::string fio_write_command;
   std::string fio_read_command;
-  bool object_store = false;   // rados: rados bench instead of fio and the naive peer
-  std::string rados_version;   // "" when not installed or not run
+  bool object_store = false;  // rados: rados bench instead of fio and the naive peer
+  std::string rados_version;  // "" when not installed or not run
   std::string rados_note;
   std::string rados_write_command;
   std::string rados_read_command;

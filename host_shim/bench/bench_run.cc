@@ -221,7 +221,8 @@ ProviderOptions Run::OptionsFor(const std::string& id) const {
   ProviderOptions options = {{"capacity_bytes", std::to_string(3 * bytes + (1ull << 30))}};
   // An object store: every contestant in a namespace of its own on the pool, not a directory.
   if (config_.object_store()) {
-    options.emplace_back("namespace_prefix", "tier-bench-" + std::to_string(::getpid()) + "/" + sub);
+    options.emplace_back("namespace_prefix",
+                         "tier-bench-" + std::to_string(::getpid()) + "/" + sub);
   } else {
     options.emplace_back("dir", work_ + "/" + sub);
   }
@@ -366,8 +367,8 @@ Status Run::SpillOne(ContestantRun& c, const KindRun& kind, uint32_t round) {
     if (!bench.ok()) return bench.status();
     result_.rados_write_command = bench.value().command;
     c.logical_bytes = bench.value().bytes;
-    c.spill_ns.push_back(static_cast<uint64_t>(1e9 * double(bench.value().bytes) /
-                                               bench.value().bytes_per_second));
+    c.spill_ns.push_back(
+        static_cast<uint64_t>(1e9 * double(bench.value().bytes) / bench.value().bytes_per_second));
     return Status::Ok();
   }
   if (c.id == kFio) {
@@ -402,8 +403,8 @@ Status Run::RestoreOne(ContestantRun& c, const KindRun& kind, uint32_t round) {
     Result<RadosBenchResult> bench = RunRadosBench(RadosJob(false));
     if (!bench.ok()) return bench.status();
     result_.rados_read_command = bench.value().command;
-    c.restore_ns.push_back(static_cast<uint64_t>(1e9 * double(bench.value().bytes) /
-                                                 bench.value().bytes_per_second));
+    c.restore_ns.push_back(
+        static_cast<uint64_t>(1e9 * double(bench.value().bytes) / bench.value().bytes_per_second));
     return Status::Ok();
   }
   if (c.id == kFio) {

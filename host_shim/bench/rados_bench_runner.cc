@@ -40,15 +40,16 @@ Result<std::string> RadosVersion(const std::string& rados) {
 
 Result<RadosBenchResult> RunRadosBench(const RadosBenchJob& job) {
   std::vector<std::string> argv = BaseArgs(job);
-  const uint64_t objects = std::max<uint64_t>(1, (job.bytes + job.object_bytes - 1) / job.object_bytes);
+  const uint64_t objects =
+      std::max<uint64_t>(1, (job.bytes + job.object_bytes - 1) / job.object_bytes);
   // Time-bounded by rados itself: 600 s is far above any run here; the object count ends it.
-  argv.insert(argv.end(), {"bench", "600", job.write ? "write" : "seq", "-t",
-                           std::to_string(job.concurrency), "--run-name", job.run_name,
-                           "--format", "json"});
+  argv.insert(argv.end(),
+              {"bench", "600", job.write ? "write" : "seq", "-t", std::to_string(job.concurrency),
+               "--run-name", job.run_name, "--format", "json"});
   if (job.write) {
-    argv.insert(argv.end(), {"-b", std::to_string(job.object_bytes), "-O",
-                             std::to_string(job.object_bytes), "--max-objects",
-                             std::to_string(objects), "--no-cleanup"});
+    argv.insert(argv.end(),
+                {"-b", std::to_string(job.object_bytes), "-O", std::to_string(job.object_bytes),
+                 "--max-objects", std::to_string(objects), "--no-cleanup"});
   }
   RadosBenchResult result;
   result.command = JoinCommand(argv);

@@ -22,9 +22,9 @@ struct RadosBenchJob {
   std::string run_name;         // the bench's metadata object (write, then seq, then cleanup)
   uint64_t object_bytes = 4u << 20;
   uint32_t concurrency = 16;
-  uint64_t bytes = 0;           // write: about this many (whole objects, --max-objects)
+  uint64_t bytes = 0;              // write: about this many (whole objects, --max-objects)
   uint64_t inflight_op_bytes = 0;  // objecter_inflight_op_bytes (0: the client's default)
-  bool write = false;           // write (--no-cleanup), else seq
+  bool write = false;              // write (--no-cleanup), else seq
 };
 
 struct RadosBenchResult {

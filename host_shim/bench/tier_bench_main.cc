@@ -124,7 +124,8 @@ int main(int argc, char** argv) {
   tier::SetLogLevel(level);
   if (config.dir.empty()) {
     if (!config.object_store()) {
-      std::fprintf(stderr, "tier-bench: --dir is required (the directory on the disk to measure)\n");
+      std::fprintf(stderr,
+                   "tier-bench: --dir is required (the directory on the disk to measure)\n");
       return kExitUsage;
     }
     config.dir = "/var/tmp";

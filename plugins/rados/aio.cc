@@ -80,8 +80,7 @@ int Aio::Submit(const std::string& oid, rados_read_op_t read_op, rados_write_op_
   }
   rc = read_op != nullptr
            ? rados_aio_read_op_operate(read_op, io_, op->completion, oid.c_str(), flags)
-           : rados_aio_write_op_operate(write_op, io_, op->completion, oid.c_str(), nullptr,
-                                        flags);
+           : rados_aio_write_op_operate(write_op, io_, op->completion, oid.c_str(), nullptr, flags);
   if (rc < 0) {
     // Not submitted: the callback never runs.
     {

@@ -56,8 +56,8 @@ class Aio {
   static void Trampoline(rados_completion_t completion, void* arg);
   int Submit(const std::string& oid, rados_read_op_t read_op, rados_write_op_t write_op, int flags,
              Done done, std::shared_ptr<void> keepalive, uint64_t* id);
-  int RunSync(const std::string& oid, rados_read_op_t read_op, rados_write_op_t write_op,
-              int flags, uint64_t deadline_ns, std::shared_ptr<void> keepalive);
+  int RunSync(const std::string& oid, rados_read_op_t read_op, rados_write_op_t write_op, int flags,
+              uint64_t deadline_ns, std::shared_ptr<void> keepalive);
 
   rados_ioctx_t io_;
   mutable std::mutex mu_;

@@ -50,8 +50,8 @@ Status ListObjects(rados_ioctx_t io, uint64_t max_objects, uint64_t deadline_ns,
     }
     const char* entry = nullptr;
     size_t entry_len = 0;
-    const int rc = rados_nobjects_list_next2(ctx, &entry, nullptr, nullptr, &entry_len, nullptr,
-                                             nullptr);
+    const int rc =
+        rados_nobjects_list_next2(ctx, &entry, nullptr, nullptr, &entry_len, nullptr, nullptr);
     if (rc == -ENOENT) break;
     if (rc < 0) {
       status = FromRados(rc, "list the namespace");
@@ -78,7 +78,8 @@ namespace {
 constexpr uint64_t kFirstHeaderRead = 64u << 10;
 
 bool ParseU64Text(const std::string& text, uint64_t* out) {
-  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos) {
+  if (text.empty() || text.size() > 20 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
     return false;
   }
   errno = 0;
@@ -151,8 +152,7 @@ Result<uint64_t> RadosProvider::ReadSpillId(const KeyBytes& key, uint64_t deadli
   return spill_id;
 }
 
-Status RadosProvider::RemoveHeaderIf(const KeyBytes& key, uint64_t spill_id,
-                                     uint64_t deadline_ns) {
+Status RadosProvider::RemoveHeaderIf(const KeyBytes& key, uint64_t spill_id, uint64_t deadline_ns) {
   const std::string oid = HeaderName(key);
   const std::string id = Hex64(spill_id);
   rados_write_op_t op = rados_create_write_op();
@@ -248,8 +248,8 @@ Status RadosProvider::CheckNamespace(const Header& header) const {
 uint64_t RadosProvider::EstimateRestoreNs(uint64_t stored_bytes) const {
   std::lock_guard lock(mu_);
   constexpr uint64_t kFixedNs = 2'000'000;  // header read, scheduling, round trips
-  return kFixedNs + static_cast<uint64_t>(1e9 * static_cast<double>(stored_bytes) /
-                                          restore_bytes_per_second_);
+  return kFixedNs +
+         static_cast<uint64_t>(1e9 * static_cast<double>(stored_bytes) / restore_bytes_per_second_);
 }
 
 void RadosProvider::ObserveRestore(uint64_t stored_bytes, uint64_t duration_ns) {
@@ -281,8 +281,8 @@ void RadosProvider::Touch(const KeyBytes& key, uint64_t spill_id) {
 
 // ---- synchronous operations --------------------------------------------------------------------
 
-Status RadosProvider::Stat(const tier_key* key, tier_stat_result* out,
-                           tier_segment_info* segments, uint32_t segment_capacity) {
+Status RadosProvider::Stat(const tier_key* key, tier_stat_result* out, tier_segment_info* segments,
+                           uint32_t segment_capacity) {
   if (key == nullptr || out == nullptr || (segment_capacity > 0 && segments == nullptr)) {
     return Status::InvalidArgument("rados: stat: NULL key, out or segments");
   }

@@ -19,7 +19,8 @@ bool ParseCount(std::string text, uint64_t* out) {
   size_t start = 0;
   while (start < text.size() && (text[start] == ' ' || text[start] == '"')) ++start;
   text = text.substr(start);
-  if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos) {
+  if (text.empty() || text.size() > 19 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
     return false;
   }
   *out = std::strtoull(text.c_str(), nullptr, 10);
@@ -43,8 +44,10 @@ Status Cluster::Configure(const RadosOptions& o) {
     conf_path_ = o.conf;
   } else {
     // librados's own search: $CEPH_CONF, /etc/ceph/ceph.conf, ~/.ceph/config, ./ceph.conf.
-    if (rados_conf_read_file(cluster_, nullptr) < 0) conf_path_ = "(none found)";
-    else conf_path_ = "(default search)";
+    if (rados_conf_read_file(cluster_, nullptr) < 0)
+      conf_path_ = "(none found)";
+    else
+      conf_path_ = "(default search)";
   }
   rados_conf_parse_env(cluster_, nullptr);  // CEPH_ARGS
   if (!o.keyring.empty()) {
@@ -83,16 +86,14 @@ Status Cluster::Configure(const RadosOptions& o) {
   return Status::Ok();
 }
 
-bool Cluster::MonConfigGet(const std::string& name, std::string* value,
-                           std::string* error) const {
+bool Cluster::MonConfigGet(const std::string& name, std::string* value, std::string* error) const {
   const std::string command =
       R"({"prefix": "config get", "who": "osd", "key": ")" + name + R"(", "format": "json"})";
   const char* argv[] = {command.c_str()};
   char* out = nullptr;
   char* status = nullptr;
   size_t out_len = 0, status_len = 0;
-  const int rc =
-      rados_mon_command(cluster_, argv, 1, "", 0, &out, &out_len, &status, &status_len);
+  const int rc = rados_mon_command(cluster_, argv, 1, "", 0, &out, &out_len, &status, &status_len);
   if (rc == 0 && out != nullptr) value->assign(out, out_len);
   if (rc != 0) {
     *error = Errno(rc) + (status != nullptr ? ": " + std::string(status, status_len) : "");
@@ -116,7 +117,8 @@ Status Cluster::ReadLimits(const Logger& log) {
   // A client without 'mon allow r' cannot ask: the client's own defaults are the OSDs' unless an
   // operator changed them on the OSDs only.
   ParseCount(ConfGet("osd_max_object_size"), &limits_.max_object_bytes);
-  if (ParseCount(ConfGet("osd_max_write_size"), &write_mib)) limits_.max_write_bytes = write_mib << 20;
+  if (ParseCount(ConfGet("osd_max_write_size"), &write_mib))
+    limits_.max_write_bytes = write_mib << 20;
   limits_.source = "client defaults (the mon refused 'config get': " + error.substr(0, 120) + ")";
   log(TIER_LOG_WARN, "rados: could not ask the mon for osd_max_object_size/osd_max_write_size (" +
                          error.substr(0, 160) + "); using the client's defaults " +

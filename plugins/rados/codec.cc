@@ -46,8 +46,8 @@ bool Decompress(std::span<const uint8_t> frame, std::span<uint8_t> dst) {
   if (!dctx) return false;
   const unsigned long long size = ZSTD_getFrameContentSize(frame.data(), frame.size());
   if (size != dst.size()) return false;
-  const size_t n = ZSTD_decompressDCtx(dctx.get(), dst.data(), dst.size(), frame.data(),
-                                       frame.size());
+  const size_t n =
+      ZSTD_decompressDCtx(dctx.get(), dst.data(), dst.size(), frame.data(), frame.size());
   return !ZSTD_isError(n) && n == dst.size();
 }
 

@@ -120,8 +120,9 @@ tier_status RemoveFn(tier_instance* instance, const tier_key* key, tier_error* e
 
 tier_status EnumerateFn(tier_instance* instance, tier_enumerate_fn fn, void* user_data,
                         tier_error* error) {
-  return Guard("enumerate", error,
-               [&] { return instance ? Self(instance)->Enumerate(fn, user_data) : NullInstance(); });
+  return Guard("enumerate", error, [&] {
+    return instance ? Self(instance)->Enumerate(fn, user_data) : NullInstance();
+  });
 }
 
 tier_status PlanFn(tier_instance* instance, const tier_key* key, uint64_t predicted_prefill_ns,

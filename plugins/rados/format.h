@@ -38,7 +38,7 @@ inline constexpr uint32_t kChunkChecksumOffset = 88;  // the checksum covers byt
 // What one chunk write adds to its payload, with room for the message: object_mib must leave it
 // under osd_max_object_size and osd_max_write_size.
 inline constexpr uint64_t kChunkOverheadBytes = 4096;
-inline constexpr uint32_t kMaxNamespaceBytes = 8192;  // prefix + namespace
+inline constexpr uint32_t kMaxNamespaceBytes = 8192;      // prefix + namespace
 inline constexpr uint64_t kMaxHeaderBytes = 32ull << 20;  // bounds the tables (and one write)
 inline constexpr uint64_t kInlineMaxBytes = 64u << 10;    // a segment this small is inline
 inline constexpr uint64_t kInlineBudgetBytes = 1u << 20;  // inline bytes per checkpoint
@@ -65,8 +65,8 @@ struct SegmentRecord {
   uint32_t index = 0;
   uint64_t logical_bytes = 0;
   uint32_t storage = kStorageChunks;
-  uint32_t first_chunk = 0;  // kStorageChunks: its first record in the chunk table
-  uint32_t chunk_count = 0;  // ceil(logical_bytes / object_bytes)
+  uint32_t first_chunk = 0;    // kStorageChunks: its first record in the chunk table
+  uint32_t chunk_count = 0;    // ceil(logical_bytes / object_bytes)
   uint64_t inline_offset = 0;  // kStorageInline: where its bytes start in the inline area
 };
 
@@ -76,9 +76,9 @@ struct Header {
   std::string prefix;        // namespace_prefix option
   std::string namespace_id;  // the host's namespace
   uint64_t created_unix_ns = 0;
-  uint64_t logical_bytes = 0;  // sum of segment lengths
-  uint64_t stored_bytes = 0;   // chunk objects (headers included) + this header's content
-  uint32_t object_bytes = 0;   // payload bytes of a full chunk
+  uint64_t logical_bytes = 0;           // sum of segment lengths
+  uint64_t stored_bytes = 0;            // chunk objects (headers included) + this header's content
+  uint32_t object_bytes = 0;            // payload bytes of a full chunk
   std::vector<SegmentRecord> segments;  // in spill order
   std::vector<ChunkRecord> chunks;
   std::vector<uint8_t> inline_bytes;

@@ -62,11 +62,11 @@ struct RadosProvider::SpillJob {
   tier_done_fn done = nullptr;
   void* user_data = nullptr;
   uint64_t accepted_ns = 0;
-  uint64_t worst_case_bytes = 0;  // reserved at acceptance
-  Header header;                  // tables filled as chunks are prepared
-  std::vector<ChunkPlace> places;  // by seq
+  uint64_t worst_case_bytes = 0;        // reserved at acceptance
+  Header header;                        // tables filled as chunks are prepared
+  std::vector<ChunkPlace> places;       // by seq
   std::vector<const uint8_t*> sources;  // by header segment: the caller's bytes
-  std::vector<uint8_t> submitted;  // by seq: a write was sent (cleanup removes those)
+  std::vector<uint8_t> submitted;       // by seq: a write was sent (cleanup removes those)
   ChunkWindow window;
   // The spill's lease, shared with refreshes in flight (which the job does not wait for).
   struct Lease {

@@ -94,7 +94,7 @@ RadosMetrics::RadosMetrics(const tier_host_services* host) : host_(host) {
 }
 
 tier_metric* RadosMetrics::Series(tier_metric_family* family, const char* const* values,
-                                 uint32_t count) {
+                                  uint32_t count) {
   if (!has_metrics_ || family == nullptr) return nullptr;
   return host_->metric(host_->host_context, family, values, count);
 }

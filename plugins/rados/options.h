@@ -16,17 +16,17 @@ namespace tier::rados {
 enum class CompressionMode { kOff, kZstd, kAuto };
 
 struct RadosOptions {
-  std::string conf;            // ceph.conf path; "" = librados's own search (CEPH_CONF, /etc/ceph)
-  std::string pool;            // required
+  std::string conf;  // ceph.conf path; "" = librados's own search (CEPH_CONF, /etc/ceph)
+  std::string pool;  // required
   std::string client = "admin";  // the cephx id: "tier" or "client.tier" (stored without "client.")
-  std::string keyring;         // "" = what the conf says
-  uint64_t capacity_bytes = 0;  // required (capacity_bytes or capacity_gib)
+  std::string keyring;           // "" = what the conf says
+  uint64_t capacity_bytes = 0;   // required (capacity_bytes or capacity_gib)
   uint32_t object_bytes = 4u << 20;  // object_mib: payload bytes of one chunk object
   uint32_t queue_depth = 16;         // chunk operations in flight per instance
   CompressionMode compression = CompressionMode::kOff;
-  int zstd_level = 1;          // [-7, 19]
-  uint32_t op_timeout_s = 30;  // bound on every cluster operation
-  uint32_t threads = 4;        // worker threads (checksums, zstd, completions)
+  int zstd_level = 1;               // [-7, 19]
+  uint32_t op_timeout_s = 30;       // bound on every cluster operation
+  uint32_t threads = 4;             // worker threads (checksums, zstd, completions)
   uint32_t lease_grace_s = 300;     // a spill's lease older than this is dead (sweep rule)
   uint32_t sweep_interval_s = 300;  // periodic orphan sweep; 0 = only at open
   std::string namespace_prefix;     // put before the host's namespace (separate fleets, tests)

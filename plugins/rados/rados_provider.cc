@@ -117,11 +117,16 @@ void RadosProvider::Close() {
     housekeeping_.join();
   }
   // Jobs see closing_ and stop issuing chunk operations; what is in flight completes within
-  // op_timeout_s (librados's own timeout). Past that and a margin, cancel it.
-  const uint64_t bound_ns = (uint64_t{options_.op_timeout_s} + 5) * 1'000'000'000ull;
+  // op_timeout_s (librados's own timeout). One deadline for everything, then cancel what is left
+  // (a cancelled operation completes at once).
+  const uint64_t deadline = Aio::NowNs() + (uint64_t{options_.op_timeout_s} + 5) * 1'000'000'000ull;
+  auto remaining = [deadline] {
+    const uint64_t now = Aio::NowNs();
+    return deadline > now ? deadline - now : 0;
+  };
   {
     std::unique_lock lock(jobs_mu_);
-    if (!jobs_cv_.wait_for(lock, std::chrono::nanoseconds(bound_ns),
+    if (!jobs_cv_.wait_for(lock, std::chrono::nanoseconds(remaining()),
                            [&] { return running_jobs_ == 0; })) {
       lock.unlock();
       Log(TIER_LOG_WARN, "rados: close: operations still in flight after op_timeout_s; cancelling");
@@ -130,12 +135,12 @@ void RadosProvider::Close() {
       jobs_cv_.wait(lock, [&] { return running_jobs_ == 0; });
     }
   }
-  if (reaper_ && !reaper_->WaitIdle(bound_ns)) {
+  if (reaper_ && !reaper_->WaitIdle(remaining())) {
     Log(TIER_LOG_WARN, "rados: close: background removals unfinished; the sweep removes the rest");
   }
   if (reaper_) reaper_->Stop();
-  if (aio_ && !aio_->WaitIdle(bound_ns)) aio_->CancelAll();
-  if (aio_) aio_->WaitIdle(UINT64_MAX / 2);
+  if (aio_ && !aio_->WaitIdle(remaining())) aio_->CancelAll();
+  if (aio_) aio_->WaitIdle(UINT64_MAX / 4);
   if (runners_) runners_->Shutdown();
   if (workers_) workers_->Shutdown();
   aio_.reset();  // before the I/O context it uses
@@ -196,7 +201,8 @@ Status RadosProvider::Stats(tier_stats* out) {
   if (out == nullptr) return Status::InvalidArgument("rados: stats: NULL out");
   std::lock_guard lock(mu_);
   if (TIER_HAS_FIELD(out, tier_stats, reserved)) out->reserved = 0;
-  if (TIER_HAS_FIELD(out, tier_stats, capacity_bytes)) out->capacity_bytes = options_.capacity_bytes;
+  if (TIER_HAS_FIELD(out, tier_stats, capacity_bytes))
+    out->capacity_bytes = options_.capacity_bytes;
   if (TIER_HAS_FIELD(out, tier_stats, used_bytes)) out->used_bytes = counted_bytes_;
   if (TIER_HAS_FIELD(out, tier_stats, entries)) out->entries = counted_entries_;
   if (TIER_HAS_FIELD(out, tier_stats, inflight_ops)) out->inflight_ops = inflight_ops_.load();

@@ -43,12 +43,12 @@ namespace tier::rados {
 // What one sweep pass saw and did (README.md, "The sweep rule").
 struct SweepReport {
   uint64_t objects_listed = 0;
-  uint64_t checkpoints = 0;      // header objects
-  uint64_t stored_bytes = 0;     // their tier.stored
-  uint64_t live_spills = 0;      // chunk groups with a fresh lease (left alone)
-  uint64_t orphan_groups = 0;    // chunk groups of dead spills
-  uint64_t orphan_objects = 0;   // their chunks and stale leases, queued for removal
-  bool truncated = false;        // stopped at kSweepMaxObjects or the time bound
+  uint64_t checkpoints = 0;     // header objects
+  uint64_t stored_bytes = 0;    // their tier.stored
+  uint64_t live_spills = 0;     // chunk groups with a fresh lease (left alone)
+  uint64_t orphan_groups = 0;   // chunk groups of dead spills
+  uint64_t orphan_objects = 0;  // their chunks and stale leases, queued for removal
+  bool truncated = false;       // stopped at kSweepMaxObjects or the time bound
 };
 
 // A header as read from the cluster, with its xattrs.
@@ -63,7 +63,7 @@ class RadosProvider {
   static constexpr uint32_t kMaxInflightOps = 128;  // accepted spills + restores
   static constexpr size_t kHeaderCacheEntries = 512;
   static constexpr uint64_t kSweepMaxObjects = 1'000'000;  // per pass
-  static constexpr uint32_t kMetadataWave = 256;  // probe stats / header reads per round trip
+  static constexpr uint32_t kMetadataWave = 256;       // probe stats / header reads per round trip
   static constexpr uint32_t kMaxTouchesInflight = 32;  // last-use updates in flight
 
   // Opens an instance (see tier_provider.open): connects, checks the limits, sweeps once.
@@ -184,7 +184,7 @@ class RadosProvider {
 
   std::atomic<bool> closing_{false};
   bool closed_ = false;
-  std::atomic<uint64_t> inflight_ops_{0};      // accepted, completion not yet started
+  std::atomic<uint64_t> inflight_ops_{0};  // accepted, completion not yet started
   std::atomic<uint32_t> touches_inflight_{0};
   std::mutex jobs_mu_;
   std::condition_variable jobs_cv_;

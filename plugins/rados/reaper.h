@@ -34,8 +34,8 @@ class Reaper {
   uint64_t failed() const;
 
  private:
-  void Pump();  // starts queued removes up to kMaxInflight; takes mu_
-  void Done(const std::string& oid, int rc);    // a remove completed (librados callback)
+  void Pump();                                // starts queued removes up to kMaxInflight; takes mu_
+  void Done(const std::string& oid, int rc);  // a remove completed (librados callback)
   void Finish(const std::string& oid, int rc);  // counts it; takes mu_
 
   Aio* const aio_;

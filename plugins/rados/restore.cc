@@ -77,8 +77,8 @@ Status RadosProvider::Restore(const tier_key* key, const tier_segment* segments,
                                           std::to_string(TIER_MAX_SEGMENTS) + "]"));
   }
   if (inflight_ops_.load() >= kMaxInflightOps) {
-    return refuse(Status::Busy("rados: " + std::to_string(kMaxInflightOps) +
-                               " operations in flight"));
+    return refuse(
+        Status::Busy("rados: " + std::to_string(kMaxInflightOps) + " operations in flight"));
   }
   const KeyBytes k = ToKey(key);
   std::shared_ptr<const Header> header = CachedHeader(k);
@@ -100,11 +100,14 @@ Status RadosProvider::Restore(const tier_key* key, const tier_segment* segments,
       return refuse(Status::InvalidArgument(error.message));
     }
     if (count_ok && MatchTable(*header, {segments, segment_count}, &targets, &why)) break;
-    if (!count_ok) why = std::to_string(segment_count) + " segments given, " +
-                         std::to_string(header->segments.size()) + " stored";
+    if (!count_ok)
+      why = std::to_string(segment_count) + " segments given, " +
+            std::to_string(header->segments.size()) + " stored";
     if (!from_cache) {
-      return refuse(Status::InvalidArgument("rados: restore: the segment table does not match "
-                                            "the stored checkpoint (" + why + ")"));
+      return refuse(
+          Status::InvalidArgument("rados: restore: the segment table does not match "
+                                  "the stored checkpoint (" +
+                                  why + ")"));
     }
     header.reset();  // the cached header may be stale: read it once more
     from_cache = false;
@@ -141,8 +144,8 @@ void RadosProvider::RestoreChunk(RestoreJob* job, uint32_t seq) {
   const bool compressed = record.codec == kCodecZstd;
   auto state = std::make_shared<ChunkRead>();
   if (compressed) state->staging.resize(record.stored_bytes);
-  char* payload = compressed ? reinterpret_cast<char*>(state->staging.data())
-                             : reinterpret_cast<char*>(target);
+  char* payload =
+      compressed ? reinterpret_cast<char*>(state->staging.data()) : reinterpret_cast<char*>(target);
   rados_read_op_t op = rados_create_read_op();
   if (op == nullptr) {
     job->window.Fail(Status::Internal("rados: out of memory"));
@@ -275,8 +278,8 @@ Status RadosProvider::RecheckAfterSuspicion(RestoreJob* job, bool* retry) {
   }
   // The header still names this spill: the stored checkpoint is damaged. Never served; removed.
   metrics_->DataLoss(DataLossWhere::kRestore);
-  Log(TIER_LOG_ERROR, "rados: checkpoint '" + HeaderName(job->key) + "' (spill " +
-                          Hex64(spill_id) + ") is damaged: " + suspicion + "; removing it");
+  Log(TIER_LOG_ERROR, "rados: checkpoint '" + HeaderName(job->key) + "' (spill " + Hex64(spill_id) +
+                          ") is damaged: " + suspicion + "; removing it");
   if (RemoveHeaderIf(job->key, spill_id, deadline).ok()) {
     std::lock_guard lock(mu_);
     counted_bytes_ -= std::min(counted_bytes_, job->header->stored_bytes);

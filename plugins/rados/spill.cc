@@ -6,8 +6,8 @@
 // chunk objects (named by its random spill id, so never another writer's) and its lease.
 #include <cerrno>
 #include <cstring>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "catalog.h"
@@ -70,8 +70,8 @@ bool PlanHeader(std::span<const tier_segment> segments, uint32_t object_bytes, H
     return false;
   }
   const uint64_t chunk_bytes = logical - std::min(logical, inline_offset);
-  *worst_case_bytes = SaturatingAdd(SaturatingAdd(chunk_bytes, chunks * kChunkHeaderBytes),
-                                    header_bytes);
+  *worst_case_bytes =
+      SaturatingAdd(SaturatingAdd(chunk_bytes, chunks * kChunkHeaderBytes), header_bytes);
   return true;
 }
 
@@ -102,9 +102,9 @@ Status RadosProvider::Spill(const tier_key* key, const tier_segment* segments,
   uint64_t logical = 0;
   for (const tier_segment& s : job->segments) logical = SaturatingAdd(logical, s.length_bytes);
   if (logical > options_.capacity_bytes) {
-    return refuse(Status::NoSpace("rados: a checkpoint of " + std::to_string(logical) +
-                                  " bytes exceeds capacity_bytes=" +
-                                  std::to_string(options_.capacity_bytes)));
+    return refuse(Status::NoSpace(
+        "rados: a checkpoint of " + std::to_string(logical) +
+        " bytes exceeds capacity_bytes=" + std::to_string(options_.capacity_bytes)));
   }
   if (!PlanHeader(job->segments, options_.object_bytes, &job->header, &job->worst_case_bytes,
                   &why)) {
@@ -116,14 +116,14 @@ Status RadosProvider::Spill(const tier_key* key, const tier_segment* segments,
       return refuse(Status::AlreadyExists("rados: this key is being spilled"));
     }
     if (inflight_ops_.load() >= kMaxInflightOps) {
-      return refuse(Status::Busy("rados: " + std::to_string(kMaxInflightOps) +
-                                 " operations in flight"));
+      return refuse(
+          Status::Busy("rados: " + std::to_string(kMaxInflightOps) + " operations in flight"));
     }
     if (SaturatingAdd(SaturatingAdd(counted_bytes_, reserved_bytes_), job->worst_case_bytes) >
         options_.capacity_bytes) {
       return refuse(Status::NoSpace(
-          "rados: capacity_bytes=" + std::to_string(options_.capacity_bytes) + " would be exceeded (" +
-          std::to_string(counted_bytes_) + " stored in the namespace, " +
+          "rados: capacity_bytes=" + std::to_string(options_.capacity_bytes) +
+          " would be exceeded (" + std::to_string(counted_bytes_) + " stored in the namespace, " +
           std::to_string(reserved_bytes_) + " reserved, this spill needs up to " +
           std::to_string(job->worst_case_bytes) + ")"));
     }
@@ -158,15 +158,15 @@ void RadosProvider::RefreshLease(SpillJob* job, bool wait) {
   rados_write_op_assert_exists(op);
   rados_write_op_setxattr(op, kXattrLease, now.data(), now.size());
   auto done = std::make_shared<std::atomic<bool>>(false);
-  const int rc = aio_->Write(
-      LeaseName(job->key, job->header.spill_id), op, LIBRADOS_OPERATION_FULL_TRY,
-      [lease, submitted, done](int result) {
-        if (result == 0) lease->ok_ns.store(submitted);
-        // ENOENT: a sweep judged this spill dead and removed the lease; it must not publish.
-        if (result == -ENOENT) lease->lost.store(true);
-        lease->refreshing.store(false);
-        done->store(true);
-      });
+  const int rc = aio_->Write(LeaseName(job->key, job->header.spill_id), op,
+                             LIBRADOS_OPERATION_FULL_TRY, [lease, submitted, done](int result) {
+                               if (result == 0) lease->ok_ns.store(submitted);
+                               // ENOENT: a sweep judged this spill dead and removed the lease; it
+                               // must not publish.
+                               if (result == -ENOENT) lease->lost.store(true);
+                               lease->refreshing.store(false);
+                               done->store(true);
+                             });
   if (rc < 0) {
     lease->refreshing.store(false);
     return;
@@ -201,9 +201,9 @@ void RadosProvider::SpillChunk(SpillJob* job, uint32_t seq) {
   b.codec = kCodecRaw;
   const uint8_t* payload = src;
   thread_local std::vector<uint8_t> frame;
-  const bool try_zstd = options_.compression == CompressionMode::kZstd ||
-                        (options_.compression == CompressionMode::kAuto &&
-                         !job->segment_raw[place.segment].load());
+  const bool try_zstd =
+      options_.compression == CompressionMode::kZstd ||
+      (options_.compression == CompressionMode::kAuto && !job->segment_raw[place.segment].load());
   if (try_zstd) {
     frame.resize(CompressBound(options_.object_bytes));
     const uint64_t n = Compress({src, place.logical_bytes}, frame, options_.zstd_level);
@@ -314,8 +314,12 @@ void RadosProvider::FinishSpill(SpillJob* job, const Status& status) {
 
 void RadosProvider::RunSpill(SpillJob* job) {
   // What runs after the completion (cleanup that must not delay it), then the job ends.
-  enum class After { kNothing, kAbandon, kAbandonMaybePublished, kDropLease } after =
-      After::kNothing;
+  enum class After {
+    kNothing,
+    kAbandon,
+    kAbandonMaybePublished,
+    kDropLease
+  } after = After::kNothing;
   Status status = [&]() -> Status {
     if (closing_.load()) return Status::Cancelled("rados: closed before the spill started");
     SpillJob& j = *job;

@@ -80,7 +80,8 @@ Status ReadXattrs(Aio* aio, const std::vector<std::string>& oids, uint64_t deadl
     }
     std::unique_lock lock(wave->mu);
     const uint64_t now = Aio::NowNs();
-    if (!wave->cv.wait_for(lock, std::chrono::nanoseconds(deadline_ns > now ? deadline_ns - now : 0),
+    if (!wave->cv.wait_for(lock,
+                           std::chrono::nanoseconds(deadline_ns > now ? deadline_ns - now : 0),
                            [&] { return wave->pending == 0; })) {
       lock.unlock();
       for (uint64_t id : ids) aio->Cancel(id);
@@ -96,7 +97,8 @@ Status ReadXattrs(Aio* aio, const std::vector<std::string>& oids, uint64_t deadl
 }
 
 bool ParseUnsigned(const std::string& text, uint64_t* out) {
-  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos) {
+  if (text.empty() || text.size() > 20 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
     return false;
   }
   *out = std::strtoull(text.c_str(), nullptr, 10);
@@ -113,7 +115,8 @@ void RadosProvider::HousekeepingLoop() {
   for (;;) {
     {
       std::unique_lock lock(housekeeping_mu_);
-      const uint64_t interval_s = options_.sweep_interval_s == 0 ? 86400 : options_.sweep_interval_s;
+      const uint64_t interval_s =
+          options_.sweep_interval_s == 0 ? 86400 : options_.sweep_interval_s;
       housekeeping_cv_.wait_for(lock, std::chrono::seconds(interval_s),
                                 [&] { return stop_housekeeping_; });
       if (stop_housekeeping_) return;

@@ -43,9 +43,8 @@ TEST(RadosCrash, KilledSpillLeavesWholeCheckpointsAndTheSweepRemovesOnlyTheDeadS
   ASSERT_TRUE(admin.ok()) << admin.status().ToString();
   const std::string ns = UniqueNamespace("crash");
   const std::string rns = RadosNamespaceOf(ns);
-  const ProviderOptions options =
-      Options(c, {{"op_timeout_s", "3"}, {"lease_grace_s", std::to_string(kGraceS)},
-                  {"queue_depth", "1"}});
+  const ProviderOptions options = Options(
+      c, {{"op_timeout_s", "3"}, {"lease_grace_s", std::to_string(kGraceS)}, {"queue_depth", "1"}});
   ::tier::test::ScopedTempDir tmp("rados-crash");
   std::vector<std::string> args = {"--ns", ns};
   for (const auto& x : OptionArgs(options)) args.push_back(x);
@@ -107,10 +106,10 @@ TEST(RadosCrash, KilledSpillLeavesWholeCheckpointsAndTheSweepRemovesOnlyTheDeadS
   live_key.fill(0x5A);
   const uint64_t live_spill = 0x1234567890abcdefull;
   ASSERT_TRUE(admin.value()->WriteFull(rns, LeaseName(live_key, live_spill), "").ok());
-  ASSERT_TRUE(admin.value()
-                  ->SetXattr(rns, LeaseName(live_key, live_spill), kXattrLease,
-                             std::to_string(UnixNowNs()))
-                  .ok());
+  ASSERT_TRUE(
+      admin.value()
+          ->SetXattr(rns, LeaseName(live_key, live_spill), kXattrLease, std::to_string(UnixNowNs()))
+          .ok());
   for (uint32_t seq = 0; seq < 2; ++seq) {
     ASSERT_TRUE(admin.value()->WriteFull(rns, ChunkName(live_key, live_spill, seq), "x").ok());
   }

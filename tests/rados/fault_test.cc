@@ -54,11 +54,13 @@ ProviderOptions FaultOptions(const ClusterInfo& c) {
 void ExpectInstanceRecovers(Provider& p, const std::string& label) {
   Checkpoint cp = MakeCheckpoint(label, 2000000);
   tier_status last = -1;
-  EXPECT_TRUE(Eventually(40, [&] {
-    p.Remove(cp.key).IgnoreError();
-    last = p.Spill(cp.key, cp.Segments()).status;
-    return last == TIER_OK;
-  })) << "no successful spill after the OSD came back (last: " << tier_status_name(last) << ")";
+  EXPECT_TRUE(Eventually(40,
+                         [&] {
+                           p.Remove(cp.key).IgnoreError();
+                           last = p.Spill(cp.key, cp.Segments()).status;
+                           return last == TIER_OK;
+                         }))
+      << "no successful spill after the OSD came back (last: " << tier_status_name(last) << ")";
   const Done d = p.Restore(cp.key, cp.EmptySegments());
   EXPECT_EQ(d.status, TIER_OK) << d.message;
   EXPECT_TRUE(cp.Matches());
@@ -175,8 +177,9 @@ TEST(RadosFaults, PoolQuotaMakesSpillsNoSpaceAndRemovesStillWork) {
     Admin* admin;
     std::string pool;
     ~DropPool() {
-      admin->MonCommand(R"({"prefix": "osd pool delete", "pool": ")" + pool + R"(", "pool2": ")" +
-                        pool + R"(", "yes_i_really_really_mean_it": true})")
+      admin
+          ->MonCommand(R"({"prefix": "osd pool delete", "pool": ")" + pool + R"(", "pool2": ")" +
+                       pool + R"(", "yes_i_really_really_mean_it": true})")
           .IgnoreError();
     }
   } drop{admin.value().get(), pool};

@@ -141,9 +141,10 @@ TEST(RadosFleet, RemoveRacingRestoreNeverServesWrongBytes) {
   std::ifstream in(tmp.path() + "/churn.out");
   const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(out.find(" ok"), std::string::npos) << out;
-  std::printf("RemoveRacingRestore: %d restores: %d ok, %d not_found (%d removed mid-restore), "
-              "%d data_loss; churn: %zu generations\n",
-              attempts, ok, absent, interrupted, lost, Lines(out).size());
+  std::printf(
+      "RemoveRacingRestore: %d restores: %d ok, %d not_found (%d removed mid-restore), "
+      "%d data_loss; churn: %zu generations\n",
+      attempts, ok, absent, interrupted, lost, Lines(out).size());
   EXPECT_GT(ok + absent, 0);
 }
 
@@ -184,9 +185,12 @@ TEST(RadosFleet, TwoProcessesSpillingOneKeyStoreItOnceAndLeaveNoChunksOfTheLoser
     int headers = 0, others = 0;
     for (const std::string& name : objects) {
       const ObjectName o = ParseObjectName(name);
-      if (o.kind == ObjectName::Kind::kHeader) ++headers;
-      else if (o.kind == ObjectName::Kind::kChunk) spills.insert(o.spill_id);
-      else ++others;
+      if (o.kind == ObjectName::Kind::kHeader)
+        ++headers;
+      else if (o.kind == ObjectName::Kind::kChunk)
+        spills.insert(o.spill_id);
+      else
+        ++others;
     }
     EXPECT_EQ(headers, 1);
     EXPECT_EQ(spills.size(), 1u) << "chunks of the losing spill were left behind";

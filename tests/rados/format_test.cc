@@ -117,11 +117,16 @@ TEST(RadosOptions, BadOptionsNameTheOption) {
   struct Case {
     std::string key, value, mentions;
   } cases[] = {
-      {"object_mib", "0", "object_mib"},        {"object_mib", "129", "object_mib"},
-      {"queue_depth", "x", "queue_depth"},      {"compression", "lz4", "compression"},
-      {"op_timeout_s", "-1", "op_timeout_s"},   {"zstd_level", "30", "zstd_level"},
-      {"client", "", "client"},                 {"lease_grace_s", "3", "lease_grace_s"},
-      {"colour", "blue", "unknown option 'colour'"}, {"capacity_bytes", "5", "capacity_gib"},
+      {"object_mib", "0", "object_mib"},
+      {"object_mib", "129", "object_mib"},
+      {"queue_depth", "x", "queue_depth"},
+      {"compression", "lz4", "compression"},
+      {"op_timeout_s", "-1", "op_timeout_s"},
+      {"zstd_level", "30", "zstd_level"},
+      {"client", "", "client"},
+      {"lease_grace_s", "3", "lease_grace_s"},
+      {"colour", "blue", "unknown option 'colour'"},
+      {"capacity_bytes", "5", "capacity_gib"},
   };
   for (const Case& c : cases) {
     std::vector<std::pair<std::string, std::string>> kv(std::begin(base), std::end(base));

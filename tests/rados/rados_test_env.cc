@@ -59,16 +59,15 @@ std::optional<ClusterInfo> FixtureCluster(std::string* why) {
 
 std::string UniqueNamespace(const std::string& label) {
   std::random_device device;
-  return "rados-test/" + label + "/" + std::to_string(::getpid()) + "/" +
-         std::to_string(device()) + std::to_string(device());
+  return "rados-test/" + label + "/" + std::to_string(::getpid()) + "/" + std::to_string(device()) +
+         std::to_string(device());
 }
 
 ProviderOptions Options(const ClusterInfo& c, const ProviderOptions& extra) {
-  ProviderOptions options = {{"conf", c.conf},          {"pool", c.pool},
-                             {"client", c.client},      {"keyring", c.keyring},
-                             {"capacity_gib", "4"},     {"op_timeout_s", "5"},
-                             {"lease_grace_s", "12"},   {"object_mib", "1"},
-                             {"sweep_interval_s", "0"}};
+  ProviderOptions options = {
+      {"conf", c.conf},        {"pool", c.pool},      {"client", c.client},
+      {"keyring", c.keyring},  {"capacity_gib", "4"}, {"op_timeout_s", "5"},
+      {"lease_grace_s", "12"}, {"object_mib", "1"},   {"sweep_interval_s", "0"}};
   for (const auto& [key, value] : extra) {
     bool replaced = false;
     for (auto& [k, v] : options) {
@@ -101,9 +100,8 @@ Result<std::unique_ptr<Provider>> Provider::Open(const std::string& namespace_id
   std::vector<tier_option> raw;
   for (const auto& [k, v] : options) raw.push_back({k.c_str(), v.c_str()});
   tier_error error{};
-  const tier_status s =
-      p->table()->open(p->host_->table(), namespace_id.c_str(), raw.data(),
-                       static_cast<uint32_t>(raw.size()), &p->instance_, &error);
+  const tier_status s = p->table()->open(p->host_->table(), namespace_id.c_str(), raw.data(),
+                                         static_cast<uint32_t>(raw.size()), &p->instance_, &error);
   if (s != TIER_OK) return Status(s, error.message);
   return p;
 }
@@ -150,9 +148,9 @@ tier_status Provider::SpillAsync(const tier_key& key, std::vector<tier_segment> 
 tier_status Provider::RestoreAsync(const tier_key& key, std::vector<tier_segment> segments,
                                    Pending* p) {
   tier_error error{};
-  const tier_status s = table()->restore(instance_, &key, segments.data(),
-                                         static_cast<uint32_t>(segments.size()), Callback, p,
-                                         &error);
+  const tier_status s =
+      table()->restore(instance_, &key, segments.data(), static_cast<uint32_t>(segments.size()),
+                       Callback, p, &error);
   if (s != TIER_OK) p->done = {s, error.message, 0, 0};
   return s;
 }
@@ -267,12 +265,9 @@ Checkpoint MakeCheckpoint(const std::string& key_text, uint64_t kv_bytes,
   c.key = KeyFromText(key_text);
   c.content = KeyFromText(content_text.empty() ? key_text : content_text);
   const uint64_t layer = std::max<uint64_t>(kv_bytes / 4, 1);
-  c.layout = {{TIER_SEGMENT_MAIN_KV, 0, layer},
-              {TIER_SEGMENT_MAIN_KV, 1, layer + 13},
-              {TIER_SEGMENT_MAIN_KV, 2, layer},
-              {TIER_SEGMENT_SPEC_KV, 0, layer - layer / 3},
-              {TIER_SEGMENT_STATE_IMAGE, 0, 300000},
-              {TIER_SEGMENT_HIDDEN_STATE, 0, 10240},
+  c.layout = {{TIER_SEGMENT_MAIN_KV, 0, layer},      {TIER_SEGMENT_MAIN_KV, 1, layer + 13},
+              {TIER_SEGMENT_MAIN_KV, 2, layer},      {TIER_SEGMENT_SPEC_KV, 0, layer - layer / 3},
+              {TIER_SEGMENT_STATE_IMAGE, 0, 300000}, {TIER_SEGMENT_HIDDEN_STATE, 0, 10240},
               {TIER_SEGMENT_MANIFEST, 0, 300}};
   for (const auto& s : c.layout) {
     c.buffers.emplace_back(s.length_bytes);
@@ -361,15 +356,13 @@ Status Admin::Remove(const std::string& ns, const std::string& oid) {
 
 Status Admin::Truncate(const std::string& ns, const std::string& oid, uint64_t size) {
   const int rc = rados_trunc(Io(ns), oid.c_str(), size);
-  return rc < 0 ? Status::IoError("truncate " + oid + ": " + Status::ErrnoText(-rc))
-                : Status::Ok();
+  return rc < 0 ? Status::IoError("truncate " + oid + ": " + Status::ErrnoText(-rc)) : Status::Ok();
 }
 
 Status Admin::SetXattr(const std::string& ns, const std::string& oid, const std::string& name,
                        const std::string& value) {
   const int rc = rados_setxattr(Io(ns), oid.c_str(), name.c_str(), value.data(), value.size());
-  return rc < 0 ? Status::IoError("setxattr " + oid + ": " + Status::ErrnoText(-rc))
-                : Status::Ok();
+  return rc < 0 ? Status::IoError("setxattr " + oid + ": " + Status::ErrnoText(-rc)) : Status::Ok();
 }
 
 Status Admin::MonCommand(const std::string& json, std::string* out) {

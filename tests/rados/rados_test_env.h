@@ -9,18 +9,18 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <tier/status.h>
 #include "host_services.h"
 #include "metrics_registry.h"
 #include "plugin_loader.h"
 #include "provider_instance.h"
 #include "test_support.h"
-#include <tier/status.h>
 
 namespace tier::rados::test {
 
@@ -39,13 +39,15 @@ struct ClusterInfo {
 std::optional<ClusterInfo> FixtureCluster(std::string* why);
 
 // Skips the current test, with the reason, when there is no cluster; else sets `info`.
-#define RADOS_REQUIRE_CLUSTER(info)                                                    \
-  do {                                                                                 \
-    std::string why_;                                                                  \
-    auto found_ = ::tier::rados::test::FixtureCluster(&why_);                          \
-    if (!found_) GTEST_SKIP() << "no test cluster (" << why_ << "): the ctest fixture " \
-                                 "RadosCluster.Start brings one up when ceph is installed"; \
-    info = *found_;                                                                    \
+#define RADOS_REQUIRE_CLUSTER(info)                                              \
+  do {                                                                           \
+    std::string why_;                                                            \
+    auto found_ = ::tier::rados::test::FixtureCluster(&why_);                    \
+    if (!found_)                                                                 \
+      GTEST_SKIP() << "no test cluster (" << why_                                \
+                   << "): the ctest fixture "                                    \
+                      "RadosCluster.Start brings one up when ceph is installed"; \
+    info = *found_;                                                              \
   } while (0)
 
 // A namespace no other test or run uses ("<label>/<pid>/<random>").

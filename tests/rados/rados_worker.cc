@@ -5,7 +5,8 @@
 //     open                          open and close; prints "ok" (exit 0) or the error (exit 1)
 //     spill KEY KV_BYTES [--go FILE] one spill of MakeCheckpoint(KEY); with --go, waits (up to
 //                                   30 s) for FILE to exist first; prints "<status> <message>"
-//     spill-loop PREFIX COUNT KV_BYTES  spills PREFIX/0 .. PREFIX/COUNT-1; prints "spilling I" before
+//     spill-loop PREFIX COUNT KV_BYTES  spills PREFIX/0 .. PREFIX/COUNT-1; prints "spilling I"
+//     before
 //                                   and "spilled I <status>" after each
 //     churn KEY KV_BYTES SECONDS     for SECONDS: spills KEY with the bytes of KEY#GEN, removes it,
 //                                   GEN += 1; prints "gen GEN <status>" per spill
