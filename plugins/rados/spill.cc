@@ -26,8 +26,9 @@ uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
 
 // The header's segment table for `segments` (inline placement decided here) and the worst case
 // of stored bytes (every chunk raw). False when the checkpoint cannot be described.
-bool PlanHeader(std::span<const tier_segment> segments, uint32_t object_bytes, Header* header,
-                uint64_t* worst_case_bytes, std::string* why) {
+bool PlanHeader(std::span<const tier_segment> segments, uint32_t object_bytes,
+                uint64_t max_write_bytes, Header* header, uint64_t* worst_case_bytes,
+                std::string* why) {
   uint64_t inline_budget = kInlineBudgetBytes, inline_offset = 0, chunks = 0, logical = 0;
   // The manifest is always inline (enumerate returns it from the header alone).
   for (const tier_segment& s : segments) {
@@ -64,9 +65,12 @@ bool PlanHeader(std::span<const tier_segment> segments, uint32_t object_bytes, H
   const uint64_t header_bytes =
       HeaderContentBytes(header->prefix.size() + header->namespace_id.size(),
                          header->segments.size(), chunks, inline_offset);
-  if (header_bytes > kMaxHeaderBytes) {
+  // The header goes in one write op: within the format's bound and osd_max_write_size.
+  if (header_bytes > kMaxHeaderBytes || header_bytes + kChunkOverheadBytes > max_write_bytes) {
     *why = "its header would need " + std::to_string(header_bytes) + " bytes (" +
-           std::to_string(chunks) + " chunk objects; raise object_mib)";
+           std::to_string(chunks) + " chunk objects; the limit is " +
+           std::to_string(std::min(kMaxHeaderBytes, max_write_bytes - kChunkOverheadBytes)) +
+           "; raise object_mib)";
     return false;
   }
   const uint64_t chunk_bytes = logical - std::min(logical, inline_offset);
@@ -106,8 +110,8 @@ Status RadosProvider::Spill(const tier_key* key, const tier_segment* segments,
         "rados: a checkpoint of " + std::to_string(logical) +
         " bytes exceeds capacity_bytes=" + std::to_string(options_.capacity_bytes)));
   }
-  if (!PlanHeader(job->segments, options_.object_bytes, &job->header, &job->worst_case_bytes,
-                  &why)) {
+  if (!PlanHeader(job->segments, options_.object_bytes, cluster_->limits().max_write_bytes,
+                  &job->header, &job->worst_case_bytes, &why)) {
     return refuse(Status::InvalidArgument("rados: spill: " + why));
   }
   {

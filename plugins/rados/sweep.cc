@@ -147,9 +147,10 @@ Result<SweepReport> RadosProvider::Sweep(uint64_t time_budget_ns) {
         if (o.kind == ObjectName::Kind::kHeader) headers.push_back(o.key);
         if (o.kind == ObjectName::Kind::kChunk) groups[{o.key, o.spill_id}].push_back(o.seq);
         if (o.kind == ObjectName::Kind::kLease) groups[{o.key, o.spill_id}];
-        return true;
+        return !closing_.load();  // a close does not wait for a whole pass
       },
       &report.truncated));
+  if (closing_.load()) return report;  // a partial listing: neither count nor remove
 
   // Count the checkpoints (tier.stored of each header).
   std::vector<std::string> oids;
@@ -170,6 +171,7 @@ Result<SweepReport> RadosProvider::Sweep(uint64_t time_budget_ns) {
     counted_entries_ = report.checkpoints;
   }
 
+  if (closing_.load()) return report;
   // (1) Leases, for every chunk group.
   std::vector<std::pair<KeyBytes, uint64_t>> candidates;
   oids.clear();
@@ -181,7 +183,7 @@ Result<SweepReport> RadosProvider::Sweep(uint64_t time_budget_ns) {
   const uint64_t now_unix = UnixNowNs();
   const uint64_t grace_ns = uint64_t{options_.lease_grace_s} * kSecondNs;
   std::vector<std::pair<KeyBytes, uint64_t>> dead;
-  for (size_t i = 0; i < candidates.size(); ++i) {
+  for (size_t i = 0; i < candidates.size() && !closing_.load(); ++i) {
     if (rcs[i] == -ENOENT) {
       dead.push_back(candidates[i]);
       continue;
@@ -236,7 +238,9 @@ Result<SweepReport> RadosProvider::Sweep(uint64_t time_budget_ns) {
   report.orphan_objects += orphans.size();
   reaper_->Remove(std::move(orphans));
   const uint64_t now = Aio::NowNs();
-  reaper_->WaitIdle(deadline > now ? deadline - now : 0);  // bounded: the rest goes on meanwhile
+  if (!closing_.load()) {
+    reaper_->WaitIdle(deadline > now ? deadline - now : 0);  // bounded: the rest goes on meanwhile
+  }
   PublishUsage();
   return report;
 }
