@@ -239,11 +239,13 @@ void PrintReport(const BenchResult& result, const Summary& s, std::ostream& out)
     out << "memory (provider peak RSS during a restore, isolated in a child process):";
     for (const MemoryProbeResult& p : m.probes) {
       out << " " << FormatBytes(p.provider_peak_bytes) << " ("
-          << (p.misalign == 0 ? "aligned buffers" : "misaligned buffers, through staging")
+          << (p.misalign == 0       ? "aligned buffers"
+              : result.object_store ? "misaligned buffers"
+                                    : "misaligned buffers, through staging")
           << (p.byte_exact ? ")" : ", NOT byte-exact)");
     }
-    out << "; bound staging " << FormatBytes(m.staging_bytes)
-        << " + 64 MiB = " << FormatBytes(m.bound_bytes) << ": "
+    out << (result.object_store ? "; bound queue_depth x object size " : "; bound staging ")
+        << FormatBytes(m.staging_bytes) << " + 64 MiB = " << FormatBytes(m.bound_bytes) << ": "
         << (s.provider_peak_bytes <= m.bound_bytes ? "met" : "MISSED") << "\n";
   } else {
     out << "memory: " << m.note << "\n";
