@@ -138,6 +138,8 @@ class RadosProvider {
 
   // spill.cc and restore.cc
   void RunSpill(SpillJob* job);
+  Status BeginSpill(SpillJob* job);   // the key is absent; the lease exists
+  Status WriteChunks(SpillJob* job);  // every chunk written, the lease fresh enough to publish
   void SpillChunk(SpillJob* job, uint32_t seq);
   Status PublishHeader(SpillJob* job, bool* maybe_written);
   void AbandonSpill(SpillJob* job, bool header_maybe_written);

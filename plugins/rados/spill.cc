@@ -316,98 +316,90 @@ void RadosProvider::FinishSpill(SpillJob* job, const Status& status) {
            status.ok() ? job->header.stored_bytes : 0, /*spill=*/true);
 }
 
-void RadosProvider::RunSpill(SpillJob* job) {
-  // What runs after the completion (cleanup that must not delay it), then the job ends.
-  enum class After {
-    kNothing,
-    kAbandon,
-    kAbandonMaybePublished,
-    kDropLease
-  } after = After::kNothing;
-  Status status = [&]() -> Status {
-    if (closing_.load()) return Status::Cancelled("rados: closed before the spill started");
-    SpillJob& j = *job;
-    j.header.spill_id = NewSpillId();
-    const uint64_t deadline = Deadline();
-    rados_read_op_t exists = rados_create_read_op();
-    if (exists == nullptr) return Status::Internal("rados: out of memory");
-    rados_read_op_assert_exists(exists);
-    int rc = aio_->ReadSync(HeaderName(j.key), exists, 0, deadline);
-    if (rc == 0) return Status::AlreadyExists("rados: a checkpoint with this key is stored");
-    if (rc != -ENOENT) return FromRados(rc, "look up header");
-    // The lease first: while it is fresh no sweep touches this spill's chunks.
-    const uint64_t lease_submitted = Aio::NowNs();
-    const std::string now = std::to_string(UnixNowNs());
-    rados_write_op_t lease = rados_create_write_op();
-    if (lease == nullptr) return Status::Internal("rados: out of memory");
-    rados_write_op_create(lease, LIBRADOS_CREATE_EXCLUSIVE, nullptr);
-    rados_write_op_setxattr(lease, kXattrLease, now.data(), now.size());
-    rc = aio_->WriteSync(LeaseName(j.key, j.header.spill_id), lease, LIBRADOS_OPERATION_FULL_TRY,
-                         deadline);
-    if (rc < 0) {
-      after = After::kAbandon;  // a lease that timed out may exist
-      return FromRados(rc, "create lease");
-    }
-    j.lease->ok_ns.store(lease_submitted);
-    after = After::kAbandon;
+Status RadosProvider::BeginSpill(SpillJob* job) {
+  job->header.spill_id = NewSpillId();
+  const uint64_t deadline = Deadline();
+  rados_read_op_t exists = rados_create_read_op();
+  if (exists == nullptr) return Status::Internal("rados: out of memory");
+  rados_read_op_assert_exists(exists);
+  int rc = aio_->ReadSync(HeaderName(job->key), exists, 0, deadline);
+  if (rc == 0) return Status::AlreadyExists("rados: a checkpoint with this key is stored");
+  if (rc != -ENOENT) return FromRados(rc, "look up header");
+  // The lease first: while it is fresh no sweep touches this spill's chunks.
+  const uint64_t lease_submitted = Aio::NowNs();
+  const std::string now = std::to_string(UnixNowNs());
+  rados_write_op_t lease = rados_create_write_op();
+  if (lease == nullptr) return Status::Internal("rados: out of memory");
+  rados_write_op_create(lease, LIBRADOS_CREATE_EXCLUSIVE, nullptr);
+  rados_write_op_setxattr(lease, kXattrLease, now.data(), now.size());
+  rc = aio_->WriteSync(LeaseName(job->key, job->header.spill_id), lease,
+                       LIBRADOS_OPERATION_FULL_TRY, deadline);
+  if (rc < 0) return FromRados(rc, "create lease");
+  job->lease->ok_ns.store(lease_submitted);
+  return Status::Ok();
+}
 
-    // Inline segments into the header; the rest are chunks.
-    j.sources.resize(j.header.segments.size());
-    for (size_t s = 0; s < j.header.segments.size(); ++s) {
-      const SegmentRecord& r = j.header.segments[s];
-      const auto* data = static_cast<const uint8_t*>(j.segments[s].data);
-      j.sources[s] = data;
-      if (r.storage == kStorageInline && r.logical_bytes > 0) {
-        j.header.inline_bytes.insert(j.header.inline_bytes.end(), data, data + r.logical_bytes);
-      }
+Status RadosProvider::WriteChunks(SpillJob* job) {
+  SpillJob& j = *job;
+  // Inline segments into the header; the rest are chunks.
+  j.sources.resize(j.header.segments.size());
+  for (size_t s = 0; s < j.header.segments.size(); ++s) {
+    const SegmentRecord& r = j.header.segments[s];
+    const auto* data = static_cast<const uint8_t*>(j.segments[s].data);
+    j.sources[s] = data;
+    if (r.storage == kStorageInline && r.logical_bytes > 0) {
+      j.header.inline_bytes.insert(j.header.inline_bytes.end(), data, data + r.logical_bytes);
     }
-    j.places = ChunkPlaces(j.header);
-    j.submitted.assign(j.places.size(), 0);
-    j.segment_raw = std::make_unique<std::atomic<bool>[]>(j.header.segments.size());
-    j.window.Begin(static_cast<uint32_t>(j.places.size()));
-    for (uint32_t seq = 0; seq < j.places.size(); ++seq) {
-      window_->Enqueue([this, job, seq] { SpillChunk(job, seq); });
+  }
+  j.places = ChunkPlaces(j.header);
+  j.submitted.assign(j.places.size(), 0);
+  j.segment_raw = std::make_unique<std::atomic<bool>[]>(j.header.segments.size());
+  j.window.Begin(static_cast<uint32_t>(j.places.size()));
+  for (uint32_t seq = 0; seq < j.places.size(); ++seq) {
+    window_->Enqueue([this, job, seq] { SpillChunk(job, seq); });
+  }
+  const uint64_t refresh_ns = uint64_t{options_.lease_grace_s} * kSecondNs / 4;
+  while (!j.window.WaitIdleFor(kSecondNs / 4)) {
+    if (j.lease->lost.load()) {
+      j.window.Fail(Status::IoError("rados: the spill's lease was removed by a sweep"));
     }
-    const uint64_t refresh_ns = uint64_t{options_.lease_grace_s} * kSecondNs / 4;
-    while (!j.window.WaitIdleFor(kSecondNs / 4)) {
-      if (j.lease->lost.load()) {
-        j.window.Fail(Status::IoError("rados: the spill's lease was removed by a sweep"));
-      }
-      if (!j.window.failed.load() && Aio::NowNs() - j.lease->ok_ns.load() > refresh_ns) {
-        RefreshLease(job, /*wait=*/false);
-      }
+    if (!j.window.failed.load() && Aio::NowNs() - j.lease->ok_ns.load() > refresh_ns) {
+      RefreshLease(job, /*wait=*/false);
     }
-    if (j.window.failed.load()) return j.window.error();
-    if (closing_.load()) return Status::Cancelled("rados: closed during the spill");
-    // Publish only well inside the grace: a sweep needs the lease stale for the whole grace.
-    const uint64_t half_grace_ns = uint64_t{options_.lease_grace_s} * kSecondNs / 2;
-    if (Aio::NowNs() - j.lease->ok_ns.load() > half_grace_ns) RefreshLease(job, /*wait=*/true);
-    if (j.lease->lost.load() || Aio::NowNs() - j.lease->ok_ns.load() > half_grace_ns) {
-      return Status::IoError("rados: the spill's lease could not be kept fresh; not published");
-    }
-    bool maybe_written = false;
-    Status published = PublishHeader(job, &maybe_written);
-    if (published.ok()) {
-      after = After::kDropLease;
-      return published;
-    }
-    after = maybe_written ? After::kAbandonMaybePublished : After::kAbandon;
-    return published;
-  }();
+  }
+  if (j.window.failed.load()) return j.window.error();
+  if (closing_.load()) return Status::Cancelled("rados: closed during the spill");
+  // Publish only well inside the grace: a sweep needs the lease stale for the whole grace.
+  const uint64_t half_grace_ns = uint64_t{options_.lease_grace_s} * kSecondNs / 2;
+  if (Aio::NowNs() - j.lease->ok_ns.load() > half_grace_ns) RefreshLease(job, /*wait=*/true);
+  if (j.lease->lost.load() || Aio::NowNs() - j.lease->ok_ns.load() > half_grace_ns) {
+    return Status::IoError("rados: the spill's lease could not be kept fresh; not published");
+  }
+  return Status::Ok();
+}
+
+void RadosProvider::RunSpill(SpillJob* job) {
+  // What runs after the completion (cleanup must not delay it), then the job ends. Once the
+  // lease step was tried, a failure abandons the spill (a lease that timed out may exist).
+  enum class After { kNothing, kAbandon, kAbandonMaybePublished, kDropLease };
+  After after = After::kNothing;
+  Status status;
+  bool maybe_written = false;
+  if (closing_.load()) {
+    status = Status::Cancelled("rados: closed before the spill started");
+  } else if (status = BeginSpill(job); status.ok() || status.code() != TIER_ALREADY_EXISTS) {
+    after = After::kAbandon;
+    if (status.ok()) status = WriteChunks(job);
+    if (status.ok()) status = PublishHeader(job, &maybe_written);
+    if (status.ok()) after = After::kDropLease;
+    if (maybe_written) after = After::kAbandonMaybePublished;
+  }
   if (status.ok()) CacheHeader(std::make_shared<const Header>(job->header));
   FinishSpill(job, status);
-  switch (after) {
-    case After::kNothing:
-      break;
-    case After::kAbandon:
-      AbandonSpill(job, false);
-      break;
-    case After::kAbandonMaybePublished:
-      AbandonSpill(job, true);
-      break;
-    case After::kDropLease:
-      reaper_->Remove({LeaseName(job->key, job->header.spill_id)});
-      break;
+  if (after == After::kAbandon || after == After::kAbandonMaybePublished) {
+    AbandonSpill(job, after == After::kAbandonMaybePublished);
+  } else if (after == After::kDropLease) {
+    reaper_->Remove({LeaseName(job->key, job->header.spill_id)});
   }
   delete job;
   JobFinished();

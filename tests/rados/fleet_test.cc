@@ -32,6 +32,12 @@ TEST(RadosFleet, CheckpointSpilledByAnotherProcessIsRestoredExactlyWithoutReopen
   // Server B opens first and stays open: it must find what A spills later.
   auto b = Provider::Open(ns, Options(c));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
+  tier_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(b.value()->table()->info(b.value()->instance(), &info, nullptr), TIER_OK);
+  EXPECT_EQ(info.capabilities & (TIER_CAP_SHARED | TIER_CAP_PERSISTENT | TIER_CAP_CHECKSUMS),
+            uint32_t{TIER_CAP_SHARED | TIER_CAP_PERSISTENT | TIER_CAP_CHECKSUMS});
+  ASSERT_TRUE(TIER_HAS_SLOT(b.value()->table(), tier_provider, probe)) << "the 1.1 probe slot";
   constexpr int kCount = 3;
   const auto run = RunWorker([&] {
     std::vector<std::string> args = {"--ns", ns};
