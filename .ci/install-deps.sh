@@ -10,6 +10,8 @@ packages=(
   prometheus                                       # tests/observability: prometheus, promtool (own loopback ports; the packaged service is not used)
   clang libclang-rt-14-dev                         # tests/run-fuzz.sh: libFuzzer
   e2fsprogs mount                                  # FaultInjection: a full ext4 loop image
+  librados-dev                                     # plugins/rados: the shared cold tier on Ceph RADOS
+  ceph-mon ceph-mgr ceph-osd ceph-common           # tests/ceph/ceph-cluster.sh: the single-node test cluster (no systemd unit is used)
 )
 missing=()
 for p in "${packages[@]}"; do

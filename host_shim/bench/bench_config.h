@@ -21,6 +21,8 @@ struct BenchConfig {
   ProviderOptions provider_options;                  // --tier-opt key=value (dir, capacity: ours)
   std::string fio = "fio";                           // --fio: the fio executable
   bool run_fio = true;                               // --no-fio
+  std::string rados = "rados";                       // --rados: the rados executable
+  bool run_rados_bench = true;                       // --no-rados-bench
   bool run_naive = true;                             // --no-naive
   bool run_memory = true;                            // --no-memory
   bool with_zstd = false;    // --with-zstd: compressible kinds also with compression=zstd
@@ -31,8 +33,14 @@ struct BenchConfig {
 
   // The queue depth the provider uses (its queue_depth option, else the disk provider's 16).
   uint32_t queue_depth() const;
-  // Staging bytes the provider bounds itself to (staging_mib, else the disk provider's 64 MiB).
+  // Staging bytes the provider bounds itself to (staging_mib, else the disk provider's 64 MiB;
+  // for an object store, queue_depth objects in flight).
   uint64_t staging_bytes() const;
+  // An object-store provider (rados: --tier-opt pool=... given): no directory, no fio or naive
+  // peer; `rados bench` is the limit instead.
+  bool object_store() const { return !option("pool", "").empty(); }
+  // The store's object size (object_mib, else the rados provider's 4 MiB).
+  uint64_t object_bytes() const;
   // The value of --tier-opt `key`, or `fallback`.
   std::string option(const std::string& key, const std::string& fallback) const;
 };

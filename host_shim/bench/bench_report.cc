@@ -60,7 +60,7 @@ json ContestantJson(const ContestantRun& c) {
     j["spill_buffered_ns"] = c.spill_buffered_ns;
     j["spill_buffered_gbps"] = Median(Rates(c, c.spill_buffered_ns));
   }
-  if (c.id != kFio) {
+  if (c.id != kFio && c.id != kRadosBench) {
     j["restores_checked"] = c.restores_checked;
     j["restores_byte_exact"] = c.restores_exact;
   }
@@ -86,6 +86,8 @@ Summary Summarize(const BenchResult& result) {
       s.spill_vs_fio = RateRatio(kind, kOurs, kFio, false);
       s.restore_vs_naive = RateRatio(kind, kOurs, kNaive, true);
       s.spill_vs_naive = RateRatio(kind, kOurs, kNaive, false);
+      s.restore_vs_rados_bench = RateRatio(kind, kOurs, kRadosBench, true);
+      s.spill_vs_rados_bench = RateRatio(kind, kOurs, kRadosBench, false);
       continue;
     }
     const ContestantRun* a = kind.Find(kOurs);
@@ -133,9 +135,16 @@ void PrintReport(const BenchResult& result, const Summary& s, std::ostream& out)
   out << "dir " << result.dir << " (" << result.filesystem << "), " << result.cpus
       << " CPUs; provider '" << result.provider_name << "' io_path=" << result.io_path
       << ", queue depth " << result.queue_depth << "; "
-      << (result.fio_version.empty() ? result.fio_note : result.fio_version) << "; "
-      << result.repeats << " rounds, contestants interleaved, order rotated per round\n";
-  out << "page cache: " << DescribeEviction(result.worst_cache) << "\n\n";
+      << (result.object_store
+              ? (result.rados_version.empty() ? result.rados_note : result.rados_version)
+              : (result.fio_version.empty() ? result.fio_note : result.fio_version))
+      << "; " << result.repeats << " rounds, contestants interleaved, order rotated per round\n";
+  if (result.object_store) {
+    out << "object store: rados bench writes and reads back (seq) objects of the provider's size "
+           "with its queue depth as concurrency, in the same rounds\n\n";
+  } else {
+    out << "page cache: " << DescribeEviction(result.worst_cache) << "\n\n";
+  }
 
   std::snprintf(line, sizeof(line), "%-7s %-26s %10s %12s %19s %19s %8s %6s\n", "data",
                 "contestant", "spill GB/s", "restore GB/s", "spill ms p50/p99",
@@ -158,7 +167,7 @@ void PrintReport(const BenchResult& result, const Summary& s, std::ostream& out)
       if (c.stored_bytes > 0) {
         std::snprintf(stored, sizeof(stored), "%.3f", double(c.stored_bytes) / c.logical_bytes);
       }
-      if (c.id != kFio) {
+      if (c.id != kFio && c.id != kRadosBench) {
         std::snprintf(exact, sizeof(exact), "%llu/%llu", (unsigned long long)c.restores_exact,
                       (unsigned long long)c.restores_checked);
       }
@@ -169,14 +178,28 @@ void PrintReport(const BenchResult& result, const Summary& s, std::ostream& out)
     }
   }
   out << "\nratios, ours / peer on random data (median of per-round ratios of GB/s):\n";
-  out << "  restore_vs_fio   " << Fixed(s.restore_vs_fio) << "   target >= 0.90: "
-      << Verdict(s.restore_vs_fio, s.restore_vs_fio && *s.restore_vs_fio >= kMinRestoreVsFio)
-      << "\n";
-  out << "  spill_vs_fio     " << Fixed(s.spill_vs_fio) << "   target >= 0.90: "
-      << Verdict(s.spill_vs_fio, s.spill_vs_fio && *s.spill_vs_fio >= kMinSpillVsFio) << "\n";
-  out << "  restore_vs_naive " << Fixed(s.restore_vs_naive) << "\n";
-  out << "  spill_vs_naive   " << Fixed(s.spill_vs_naive)
-      << "   (naive spill timed to its fsync; fwrite+fclose alone is in the JSON)\n";
+  if (result.object_store) {
+    out << "  restore_vs_rados_bench " << Fixed(s.restore_vs_rados_bench)
+        << "   target >= 0.90 (rados bench seq): "
+        << Verdict(s.restore_vs_rados_bench,
+                   s.restore_vs_rados_bench && *s.restore_vs_rados_bench >= kMinRestoreVsRadosBench)
+        << "\n";
+    out << "  spill_vs_rados_bench   " << Fixed(s.spill_vs_rados_bench)
+        << "   target >= 0.90 (rados bench write): "
+        << Verdict(s.spill_vs_rados_bench,
+                   s.spill_vs_rados_bench && *s.spill_vs_rados_bench >= kMinSpillVsRadosBench)
+        << "\n";
+  }
+  if (!result.object_store) {
+    out << "  restore_vs_fio   " << Fixed(s.restore_vs_fio) << "   target >= 0.90: "
+        << Verdict(s.restore_vs_fio, s.restore_vs_fio && *s.restore_vs_fio >= kMinRestoreVsFio)
+        << "\n";
+    out << "  spill_vs_fio     " << Fixed(s.spill_vs_fio) << "   target >= 0.90: "
+        << Verdict(s.spill_vs_fio, s.spill_vs_fio && *s.spill_vs_fio >= kMinSpillVsFio) << "\n";
+    out << "  restore_vs_naive " << Fixed(s.restore_vs_naive) << "\n";
+    out << "  spill_vs_naive   " << Fixed(s.spill_vs_naive)
+        << "   (naive spill timed to its fsync; fwrite+fclose alone is in the JSON)\n";
+  }
   for (const CompressionSummary& c : s.compression) {
     std::string rounds;
     for (size_t i = 0; i < c.auto_stored_ratio.size(); ++i) {
@@ -216,11 +239,13 @@ void PrintReport(const BenchResult& result, const Summary& s, std::ostream& out)
     out << "memory (provider peak RSS during a restore, isolated in a child process):";
     for (const MemoryProbeResult& p : m.probes) {
       out << " " << FormatBytes(p.provider_peak_bytes) << " ("
-          << (p.misalign == 0 ? "aligned buffers" : "misaligned buffers, through staging")
+          << (p.misalign == 0       ? "aligned buffers"
+              : result.object_store ? "misaligned buffers"
+                                    : "misaligned buffers, through staging")
           << (p.byte_exact ? ")" : ", NOT byte-exact)");
     }
-    out << "; bound staging " << FormatBytes(m.staging_bytes)
-        << " + 64 MiB = " << FormatBytes(m.bound_bytes) << ": "
+    out << (result.object_store ? "; bound queue_depth x object size " : "; bound staging ")
+        << FormatBytes(m.staging_bytes) << " + 64 MiB = " << FormatBytes(m.bound_bytes) << ": "
         << (s.provider_peak_bytes <= m.bound_bytes ? "met" : "MISSED") << "\n";
   } else {
     out << "memory: " << m.note << "\n";
@@ -237,6 +262,8 @@ json ReportJson(const BenchResult& result, const Summary& s) {
   j["spill_vs_fio"] = Optional(s.spill_vs_fio);
   j["restore_vs_naive"] = Optional(s.restore_vs_naive);
   j["spill_vs_naive"] = Optional(s.spill_vs_naive);
+  j["restore_vs_rados_bench"] = Optional(s.restore_vs_rados_bench);
+  j["spill_vs_rados_bench"] = Optional(s.spill_vs_rados_bench);
   j["byte_exact"] = s.restores_checked > 0 && s.restores_exact == s.restores_checked;
   j["restores_checked"] = s.restores_checked;
   j["restores_byte_exact"] = s.restores_exact;
@@ -267,6 +294,13 @@ json ReportJson(const BenchResult& result, const Summary& s) {
               {"note", result.fio_note},
               {"write_command", result.fio_write_command},
               {"read_command", result.fio_read_command}};
+  j["object_store"] = result.object_store;
+  j["rados_bench"] = {
+      {"installed", !result.rados_version.empty()},
+      {"version", result.rados_version.empty() ? json(nullptr) : json(result.rados_version)},
+      {"note", result.rados_note},
+      {"write_command", result.rados_write_command},
+      {"read_command", result.rados_read_command}};
   json kinds = json::object();
   for (const KindRun& kind : result.kinds) {
     json contestants = json::object();

@@ -16,6 +16,8 @@ namespace tier::bench {
 // The targets.
 inline constexpr double kMinRestoreVsFio = 0.9;
 inline constexpr double kMinSpillVsFio = 0.9;
+inline constexpr double kMinRestoreVsRadosBench = 0.9;   // rados bench seq
+inline constexpr double kMinSpillVsRadosBench = 0.9;     // rados bench write
 inline constexpr double kMaxAutoRestoreSlowdown = 1.05;  // auto restore time / raw restore time
 inline constexpr uint64_t kMemoryAllowanceBytes = 64ull << 20;  // over the staging bound
 
@@ -37,6 +39,7 @@ struct CompressionSummary {
 
 struct Summary {
   std::optional<double> restore_vs_fio, spill_vs_fio, restore_vs_naive, spill_vs_naive;
+  std::optional<double> restore_vs_rados_bench, spill_vs_rados_bench;
   std::vector<CompressionSummary> compression;
   uint64_t provider_peak_bytes = 0;  // the largest probe
   uint64_t restores_checked = 0, restores_exact = 0;
@@ -48,8 +51,8 @@ Summary Summarize(const BenchResult& result);
 void PrintReport(const BenchResult& result, const Summary& summary, std::ostream& out);
 
 // The JSON document (--json): raw per-round figures, the derived figures and the ratio fields
-// restore_vs_fio, spill_vs_fio, restore_vs_naive, spill_vs_naive at the top level (null when the
-// peer was not measured).
+// restore_vs_fio, spill_vs_fio, restore_vs_naive, spill_vs_naive, restore_vs_rados_bench and
+// spill_vs_rados_bench at the top level (null when the peer was not measured).
 nlohmann::json ReportJson(const BenchResult& result, const Summary& summary);
 
 }  // namespace tier::bench

@@ -17,6 +17,7 @@ namespace tier::bench {
 
 // Stable ids, used as JSON keys.
 inline constexpr const char* kFio = "fio";
+inline constexpr const char* kRadosBench = "rados_bench";  // the object store's limit
 inline constexpr const char* kNaive = "naive";
 inline constexpr const char* kOurs = "ours";           // the provider as configured
 inline constexpr const char* kOursRaw = "ours_raw";    // the same with compression=off
@@ -65,6 +66,11 @@ struct BenchResult {
   std::string fio_note;
   std::string fio_write_command;
   std::string fio_read_command;
+  bool object_store = false;  // rados: rados bench instead of fio and the naive peer
+  std::string rados_version;  // "" when not installed or not run
+  std::string rados_note;
+  std::string rados_write_command;
+  std::string rados_read_command;
   CheckpointShape shape;
   uint32_t queue_depth = 0;
   uint32_t repeats = 0;

@@ -18,6 +18,7 @@
 #include <tier/host/model_profile.h>
 #include "naive_peer.h"
 #include "provider_runner.h"
+#include "rados_bench_runner.h"
 #include "segment_buffers.h"
 
 namespace tier::bench {
@@ -57,7 +58,12 @@ std::string FilesystemName(const std::string& dir) {
 }
 
 char Letter(const std::string& id) {
-  return id == kFio ? 'f' : id == kNaive ? 'n' : id == kOurs ? 'o' : id == kOursZstd ? 'z' : 'r';
+  return id == kFio          ? 'f'
+         : id == kRadosBench ? 'b'
+         : id == kNaive      ? 'n'
+         : id == kOurs       ? 'o'
+         : id == kOursZstd   ? 'z'
+                             : 'r';
 }
 
 class Run {
@@ -101,6 +107,7 @@ class Run {
     return "tier-bench/" + std::string(DataKindName(kind)) + "/" + id + "/" + std::to_string(round);
   }
   ProviderOptions OptionsFor(const std::string& id) const;
+  RadosBenchJob RadosJob(bool write) const;
 
   const BenchConfig& config_;
   const Clock::time_point start_ = Clock::now();
@@ -144,9 +151,10 @@ Status Run::Prepare() {
   const uint64_t bytes = result_.shape.logical_bytes();
   namespace_id_ = "tier-bench/" + profile.value().LayoutFingerprint();
 
-  // Room for one checkpoint per contestant at once, plus the one kept for the memory probe.
+  // Room for one checkpoint per contestant at once, plus the one kept for the memory probe (an
+  // object store keeps them in its pool: only the memory probe's request goes to --dir).
   struct statvfs vfs {};
-  if (::statvfs(config_.dir.c_str(), &vfs) == 0) {
+  if (!config_.object_store() && ::statvfs(config_.dir.c_str(), &vfs) == 0) {
     const uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
     const uint64_t need = 4 * bytes + (512ull << 20);
     if (avail < need) {
@@ -170,7 +178,19 @@ Status Run::Prepare() {
   result_.repeats = config_.repeats;
   result_.misalign = config_.misalign;
   result_.cpus = std::thread::hardware_concurrency();
-  if (config_.run_fio) {
+  result_.object_store = config_.object_store();
+  if (result_.object_store) {
+    // The local disk is not what an object store moves its bytes over: rados bench is its limit.
+    result_.fio_note = "fio not run (object store: rados bench is the limit)";
+    Result<std::string> version = RadosVersion(config_.rados);
+    if (!config_.run_rados_bench) {
+      result_.rados_note = "rados bench skipped (--no-rados-bench)";
+    } else if (version.ok()) {
+      result_.rados_version = version.value();
+    } else {
+      result_.rados_note = "rados not installed";
+    }
+  } else if (config_.run_fio) {
     Result<std::string> version = FioVersion(config_.fio);
     if (version.ok()) {
       result_.fio_version = version.value();
@@ -198,8 +218,14 @@ Status Run::Prepare() {
 ProviderOptions Run::OptionsFor(const std::string& id) const {
   const uint64_t bytes = result_.shape.logical_bytes();
   const std::string sub = id == kOurs ? "ours" : id == kOursRaw ? "ours-raw" : "ours-zstd";
-  ProviderOptions options = {{"dir", work_ + "/" + sub},
-                             {"capacity_bytes", std::to_string(3 * bytes + (1ull << 30))}};
+  ProviderOptions options = {{"capacity_bytes", std::to_string(3 * bytes + (1ull << 30))}};
+  // An object store: every contestant in a namespace of its own on the pool, not a directory.
+  if (config_.object_store()) {
+    options.emplace_back("namespace_prefix",
+                         "tier-bench-" + std::to_string(::getpid()) + "/" + sub);
+  } else {
+    options.emplace_back("dir", work_ + "/" + sub);
+  }
   for (const auto& [k, v] : config_.provider_options) {
     if (id != kOurs && k == "compression") continue;
     options.emplace_back(k, v);
@@ -235,7 +261,9 @@ Status Run::MeasureKind(DataKind kind) {
   KindRun run;
   run.kind = kind;
   run.seed = 1 + static_cast<uint64_t>(kind);
-  const std::string compression = config_.option("compression", "auto");
+  // The provider's default when not given: disk compresses (auto), rados does not (off).
+  const std::string compression =
+      config_.option("compression", config_.object_store() ? "off" : "auto");
   auto add = [&](const char* id, std::string label, bool available, std::string note) {
     ContestantRun c;
     c.id = id;
@@ -245,7 +273,13 @@ Status Run::MeasureKind(DataKind kind) {
     c.logical_bytes = result_.shape.logical_bytes();
     run.contestants.push_back(std::move(c));
   };
-  if (kind == DataKind::kRandom) {
+  if (kind == DataKind::kRandom && result_.object_store) {
+    // The store's own limit does not look at the bytes either: measured once, on random data.
+    if (config_.run_rados_bench) {
+      add(kRadosBench, "rados bench (limit)", !result_.rados_version.empty(),
+          result_.rados_version.empty() ? result_.rados_note : result_.rados_version);
+    }
+  } else if (kind == DataKind::kRandom) {
     // The limit and the peer do not look at the bytes: measured once, on random data.
     if (config_.run_fio) {
       add(kFio, "fio (limit)", !result_.fio_version.empty(),
@@ -272,10 +306,12 @@ Status Run::MeasureKind(DataKind kind) {
       order += Letter(c.id);
       if (Status s = SpillOne(c, run, round); !s.ok()) return s;
     }
-    Result<CacheState> cache = EvictDirectory(work_);
-    if (!cache.ok()) return cache.status();
-    if (cache.value().resident_pages >= result_.worst_cache.resident_pages) {
-      result_.worst_cache = cache.value();
+    if (!result_.object_store) {
+      Result<CacheState> cache = EvictDirectory(work_);
+      if (!cache.ok()) return cache.status();
+      if (cache.value().resident_pages >= result_.worst_cache.resident_pages) {
+        result_.worst_cache = cache.value();
+      }
     }
     order += '|';
     for (size_t i = 0; i < n; ++i) {
@@ -303,8 +339,38 @@ Status Run::MeasureKind(DataKind kind) {
   return Status::Ok();
 }
 
+RadosBenchJob Run::RadosJob(bool write) const {
+  RadosBenchJob job;
+  job.rados = config_.rados;
+  job.conf = config_.option("conf", "");
+  job.client = config_.option("client", "admin");
+  if (job.client.rfind("client.", 0) == 0) job.client = job.client.substr(7);
+  job.keyring = config_.option("keyring", "");
+  job.pool = config_.option("pool", "");
+  job.rados_namespace = "tier-bench-" + std::to_string(::getpid()) + "/rados-bench";
+  job.run_name = "tier-bench-" + std::to_string(::getpid());
+  job.object_bytes = config_.object_bytes();
+  job.concurrency = result_.queue_depth;
+  job.bytes = result_.shape.logical_bytes();
+  // The same client throttle as the provider gives itself (plugins/rados/cluster.cc): at least
+  // the default 100 MiB, else two windows of queue_depth objects.
+  job.inflight_op_bytes =
+      std::max<uint64_t>(100ull << 20, 2ull * job.concurrency * (job.object_bytes + (64u << 10)));
+  job.write = write;
+  return job;
+}
+
 Status Run::SpillOne(ContestantRun& c, const KindRun& kind, uint32_t round) {
   const uint64_t bytes = result_.shape.logical_bytes();
+  if (c.id == kRadosBench) {
+    Result<RadosBenchResult> bench = RunRadosBench(RadosJob(true));
+    if (!bench.ok()) return bench.status();
+    result_.rados_write_command = bench.value().command;
+    c.logical_bytes = bench.value().bytes;
+    c.spill_ns.push_back(
+        static_cast<uint64_t>(1e9 * double(bench.value().bytes) / bench.value().bytes_per_second));
+    return Status::Ok();
+  }
   if (c.id == kFio) {
     FioJob job{config_.fio, work_ + "/fio.dat", bytes, result_.queue_depth, true};
     Result<FioResult> fio = RunFio(job);
@@ -333,6 +399,14 @@ Status Run::SpillOne(ContestantRun& c, const KindRun& kind, uint32_t round) {
 }
 
 Status Run::RestoreOne(ContestantRun& c, const KindRun& kind, uint32_t round) {
+  if (c.id == kRadosBench) {
+    Result<RadosBenchResult> bench = RunRadosBench(RadosJob(false));
+    if (!bench.ok()) return bench.status();
+    result_.rados_read_command = bench.value().command;
+    c.restore_ns.push_back(
+        static_cast<uint64_t>(1e9 * double(bench.value().bytes) / bench.value().bytes_per_second));
+    return Status::Ok();
+  }
   if (c.id == kFio) {
     FioJob job{config_.fio, work_ + "/fio.dat", c.logical_bytes, result_.queue_depth, false};
     Result<FioResult> fio = RunFio(job);
@@ -365,7 +439,12 @@ Status Run::RestoreOne(ContestantRun& c, const KindRun& kind, uint32_t round) {
 }
 
 void Run::Forget(ContestantRun& c, const KindRun& kind, uint32_t round, bool keep) {
-  if (c.id == kFio) {
+  if (c.id == kRadosBench) {
+    const Status cleaned = CleanupRadosBench(RadosJob(false));
+    if (!cleaned.ok()) {
+      std::fprintf(stderr, "tier-bench: after round %u: %s\n", round, cleaned.ToString().c_str());
+    }
+  } else if (c.id == kFio) {
     ::unlink((work_ + "/fio.dat").c_str());
   } else if (c.id == kNaive) {
     NaiveRemove(work_ + "/naive", result_.shape);
@@ -429,6 +508,12 @@ void Run::Cleanup() {
   ours_.reset();
   ours_raw_.reset();
   ours_zstd_.reset();
+  if (result_.object_store && !kept_key_.empty() && !config_.keep_files) {
+    // The checkpoint kept for the memory probe lives in the pool, not under --dir.
+    auto runner = ProviderRunner::Open(config_.plugin, namespace_id_, OptionsFor(kOurs));
+    if (runner.ok()) runner.value()->Remove(KeyFromText(kept_key_)).IgnoreError();
+    kept_key_.clear();
+  }
   if (!work_.empty() && !config_.keep_files) {
     std::error_code ec;
     std::filesystem::remove_all(work_, ec);

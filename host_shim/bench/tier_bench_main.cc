@@ -52,8 +52,8 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--dir", config.dir,
                  "Existing directory on the disk to measure (a fresh tier-bench-PID folder is "
-                 "made in it and removed at the end)")
-      ->required();
+                 "made in it and removed at the end); for an object store (--tier-opt pool=...) "
+                 "only scratch files go there (default /var/tmp)");
   auto* size = app.add_option("--size-mib", config.size_mib,
                               "Resize the profile's checkpoint to about N MiB (every segment "
                               "scaled by one factor)")
@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
   app.add_option("--json", config.json_path, "Write every figure as JSON to FILE");
   app.add_option("--fio", config.fio, "The fio executable")->capture_default_str();
   app.add_flag("!--no-fio", config.run_fio, "Do not run fio (ratios vs fio are null)");
+  app.add_option("--rados", config.rados, "The rados executable (object stores)")
+      ->capture_default_str();
+  app.add_flag("!--no-rados-bench", config.run_rados_bench,
+               "Do not run rados bench (ratios vs rados bench are null)");
   app.add_flag("!--no-naive", config.run_naive, "Do not run the naive peer");
   app.add_flag("!--no-memory", config.run_memory, "Do not measure the provider's peak memory");
   app.add_flag("--with-zstd", config.with_zstd,
@@ -92,7 +96,8 @@ int main(int argc, char** argv) {
       "round every file written is fdatasync'ed and dropped with POSIX_FADV_DONTNEED (mincore() "
       "counts what is left).\nExit status: 0 done, 1 a measurement failed or a restore was not "
       "byte-exact, 2 bad usage.\nExample:\n  tier-bench --tier-plugin disk --dir /var/tmp "
-      "--size-mib 1024 --json out.json");
+      "--size-mib 1024 --json out.json\n  tier-bench --tier-plugin rados --tier-opt "
+      "conf=/etc/ceph/ceph.conf --tier-opt pool=tier --tier-opt client=tier --size-mib 1024");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -117,6 +122,14 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   tier::SetLogLevel(level);
+  if (config.dir.empty()) {
+    if (!config.object_store()) {
+      std::fprintf(stderr,
+                   "tier-bench: --dir is required (the directory on the disk to measure)\n");
+      return kExitUsage;
+    }
+    config.dir = "/var/tmp";
+  }
 
   auto result = tier::bench::RunBench(config, SelfExe(argv[0]), std::cerr);
   if (!result.ok()) {

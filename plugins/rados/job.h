@@ -1,0 +1,101 @@
+// job.h -- internal: one accepted spill or restore and the window of its chunk operations.
+// Shared by rados_provider.cc, spill.cc and restore.cc only.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "rados_provider.h"
+
+namespace tier::rados {
+
+// Counts a job's chunk operations not yet finished and keeps the first error. The runner waits on
+// it; workers and librados callbacks only signal it (End is the last touch of the window).
+struct RadosProvider::ChunkWindow {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint32_t outstanding = 0;
+  Status first_error;
+  std::atomic<bool> failed{false};
+
+  void Begin(uint32_t n) {
+    std::lock_guard lock(mu);
+    outstanding += n;
+  }
+  void Fail(Status status) {
+    std::lock_guard lock(mu);
+    if (first_error.ok()) first_error = std::move(status);
+    failed.store(true);
+  }
+  void End() {
+    std::lock_guard lock(mu);
+    --outstanding;
+    cv.notify_all();
+  }
+  // Waits up to `timeout_ns` for every operation to finish; true when none is left.
+  bool WaitIdleFor(uint64_t timeout_ns) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::nanoseconds(timeout_ns),
+                       [&] { return outstanding == 0; });
+  }
+  Status error() {
+    std::lock_guard lock(mu);
+    return first_error;
+  }
+};
+
+// Where one chunk of a checkpoint comes from (spill) or goes to (restore).
+struct ChunkPlace {
+  uint32_t segment = 0;      // index into Header::segments
+  uint32_t chunk_index = 0;  // within the segment
+  uint64_t offset = 0;       // within the segment
+  uint32_t logical_bytes = 0;
+};
+
+struct RadosProvider::SpillJob {
+  KeyBytes key{};
+  std::vector<tier_segment> segments;  // the caller's table; data borrowed until completion
+  tier_done_fn done = nullptr;
+  void* user_data = nullptr;
+  uint64_t accepted_ns = 0;
+  uint64_t worst_case_bytes = 0;        // reserved at acceptance
+  Header header;                        // tables filled as chunks are prepared
+  std::vector<ChunkPlace> places;       // by seq
+  std::vector<const uint8_t*> sources;  // by header segment: the caller's bytes
+  std::vector<uint8_t> submitted;       // by seq: a write was sent (cleanup removes those)
+  ChunkWindow window;
+  // The spill's lease, shared with refreshes in flight (which the job does not wait for).
+  struct Lease {
+    std::atomic<uint64_t> ok_ns{0};  // monotonic: submission of the last write that succeeded
+    std::atomic<bool> lost{false};   // a refresh found it removed (a sweep judged us dead)
+    std::atomic<bool> refreshing{false};
+  };
+  std::shared_ptr<Lease> lease = std::make_shared<Lease>();
+  // By header segment: compression=auto found its first chunk incompressible (written raw).
+  std::unique_ptr<std::atomic<bool>[]> segment_raw;
+};
+
+struct RadosProvider::RestoreJob {
+  KeyBytes key{};
+  std::vector<tier_segment> segments;  // the caller's table; data borrowed until completion
+  tier_done_fn done = nullptr;
+  void* user_data = nullptr;
+  uint64_t accepted_ns = 0;
+  std::shared_ptr<const Header> header;  // pinned (key, spill id) until completion
+  std::vector<uint8_t*> targets;         // by header segment: the caller's buffer
+  std::vector<ChunkPlace> places;        // by seq
+  ChunkWindow window;
+  std::atomic<bool> suspicious{false};  // a chunk missing, short or failing verification
+  std::mutex suspicion_mu;
+  std::string suspicion;  // the first such finding
+  bool retried = false;
+};
+
+// The chunk places of `header`, by seq.
+std::vector<ChunkPlace> ChunkPlaces(const Header& header);
+
+}  // namespace tier::rados
