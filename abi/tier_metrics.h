@@ -34,6 +34,9 @@
 #define TIER_METRIC_COLD_ENTRIES "tier_cold_entries"
 /* counter {provider, where=restore|open}: checkpoints that failed verification (never served). */
 #define TIER_METRIC_COLD_DATA_LOSS "tier_cold_data_loss_total"
+/* counter {provider, reason}: files a provider moved aside and never served (the disk provider's
+ * quarantine/: reason corrupt, stuck_name, not_owned). */
+#define TIER_METRIC_COLD_QUARANTINED "tier_cold_quarantined_total"
 /* gauge {provider, path=TIER_IO_PATHS}: 1 for the I/O path in use, 0 for the others. */
 #define TIER_METRIC_COLD_IO_PATH "tier_cold_io_path"
 

@@ -16,6 +16,13 @@
 namespace tier::sim {
 namespace {
 
+constexpr const char* kTtft = "tier_ttft_seconds";
+constexpr const char* kTtftHelp = "Time to first token per request (virtual clock of the replay).";
+const std::vector<double> kTtftBuckets = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120};
+constexpr const char* kSaved = "tier_prefill_saved_seconds_total";
+constexpr const char* kSavedHelp =
+    "Prefill seconds avoided by reusing checkpoints, net of restore and transfer time.";
+
 enum class EventType { kCompletion = 0, kPrefetch = 1, kArrival = 2 };  // completions first
 
 struct Event {
@@ -57,12 +64,9 @@ class Engine {
     service_.resize(w_.requests.size());
     arrival_ns_.assign(w_.requests.size(), 0);
     if (metrics != nullptr) {
-      ttft_ = metrics->Series(metrics->Histogram(
-          "tier_ttft_seconds", "Time to first token per request (virtual clock of the replay).", {},
-          {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120}));
-      saved_ = metrics->Series(metrics->Counter(
-          "tier_prefill_saved_seconds_total",
-          "Prefill seconds avoided by reusing checkpoints, net of restore and transfer time."));
+      RegisterReplayMetrics(metrics);
+      ttft_ = metrics->Series(metrics->Histogram(kTtft, kTtftHelp, {}, kTtftBuckets));
+      saved_ = metrics->Series(metrics->Counter(kSaved, kSavedHelp));
     }
   }
 
@@ -431,6 +435,11 @@ void Engine::Progress(bool final) {
 }
 
 }  // namespace
+
+void RegisterReplayMetrics(MetricsRegistry* metrics) {
+  metrics->Series(metrics->Histogram(kTtft, kTtftHelp, {}, kTtftBuckets));
+  metrics->Series(metrics->Counter(kSaved, kSavedHelp));
+}
 
 ReplayReport RunReplay(const Workload& workload, Host& host, KvPool& pool, const CostModel& cost,
                        MetricsRegistry* metrics, const ReplayOptions& options) {

@@ -76,6 +76,10 @@ struct ReplayReport {
 ReplayReport RunReplay(const Workload& workload, Host& host, KvPool& pool, const CostModel& cost,
                        MetricsRegistry* metrics, const ReplayOptions& options);
 
+// Registers the replay's own series (tier_ttft_seconds, tier_prefill_saved_seconds_total) at
+// zero, so a scraper sees them before the replay moves them. RunReplay registers them too.
+void RegisterReplayMetrics(MetricsRegistry* metrics);
+
 // Pool pages the replay of `workload` needs next to `device_capacity_bytes` of parked
 // checkpoints (logical), `lanes` requests in service and their shared prefixes.
 uint32_t ReplayPoolPages(const Workload& workload, const ModelProfile& profile,

@@ -139,7 +139,7 @@ Host::Impl::~Impl() {
   // Wait (bounded) for what is in flight: provider calls settle, copies finish.
   const uint64_t deadline = Now() + options_.close_timeout_ns;
   std::vector<Event> ignored;
-  while (Busy() && Now() < deadline) {
+  while ((Busy() || (cold_ != nullptr && cold_->unsettled() > 0)) && Now() < deadline) {
     WaitForWork(10 * 1000 * 1000);
     Poll(&ignored);
     ignored.clear();
@@ -206,8 +206,9 @@ bool Host::Impl::WaitForWork(uint64_t timeout_ns) {
 }
 
 bool Host::Impl::Busy() const {
+  // Calls past their deadline are over for the Host (only their buffers wait for the provider).
   return !ops_.empty() || !seals_.empty() || !demotions_.empty() ||
-         (cold_ != nullptr && cold_->unsettled() > 0) || queue_->size() > 0;
+         (cold_ != nullptr && cold_->unanswered() > 0) || queue_->size() > 0;
 }
 
 HostStats Host::Impl::Stats() const {

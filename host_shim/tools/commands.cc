@@ -111,6 +111,7 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
                          (io_path.empty() ? std::string() : ", io path " + io_path) +
                          ", namespace " + in.namespace_id + ", policy " +
                          PolicyName(config.policy));
+  sim::RegisterReplayMetrics(in.metrics);
   WaitForScrape(in);
   sim::ReplayOptions run;
   run.max_concurrency = config.max_concurrency;

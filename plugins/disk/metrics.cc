@@ -78,6 +78,14 @@ DiskMetrics::DiskMetrics(const tier_host_services* host) : host_(host) {
   entries_ = Series(family(TIER_METRIC_GAUGE, TIER_METRIC_COLD_ENTRIES,
                            "Complete, visible cold checkpoints", {"provider"}),
                     provider, 1);
+  tier_metric_family* quarantined = family(
+      TIER_METRIC_COUNTER, TIER_METRIC_COLD_QUARANTINED,
+      "Cold-tier files moved into quarantine/: corrupt, a stuck name, not owned",
+      {"provider", "reason"});
+  for (int r = 0; r < kQuarantineReasons; ++r) {
+    const char* values[2] = {kProvider, QuarantineReasonName(static_cast<QuarantineReason>(r))};
+    quarantined_[r] = Series(quarantined, values, 2);
+  }
   tier_metric_family* loss =
       family(TIER_METRIC_COUNTER, TIER_METRIC_COLD_DATA_LOSS,
              "Cold checkpoints that failed verification", {"provider", "where"});
@@ -158,17 +166,6 @@ const char* QuarantineReasonName(QuarantineReason reason) {
 
 void DiskMetrics::Quarantined(QuarantineReason reason) {
   if (!has_metrics_) return;
-  std::call_once(quarantined_once_, [&] {
-    const char* labels[] = {"provider", "reason"};
-    tier_metric_family* family = host_->metric_family(
-        host_->host_context, TIER_METRIC_COUNTER, kQuarantinedMetric,
-        "Cold-tier files moved into quarantine/ (or removed): corrupt, a stuck name, not owned",
-        labels, 2, nullptr, 0);
-    for (int r = 0; r < kQuarantineReasons; ++r) {
-      const char* values[2] = {kProvider, QuarantineReasonName(static_cast<QuarantineReason>(r))};
-      quarantined_[r] = Series(family, values, 2);
-    }
-  });
   Add(quarantined_[static_cast<int>(reason)], 1);
 }
 

@@ -24,7 +24,6 @@ const char* QuarantineReasonName(QuarantineReason reason);  // corrupt, stuck_na
 // counter {provider, reason=corrupt|stuck_name|not_owned}: files set aside into quarantine/. The
 // disk provider's own family (not in abi/tier_metrics.h): it is registered at the first file set
 // aside, so a server that never sees one exposes nothing new.
-inline constexpr const char* kQuarantinedMetric = "tier_cold_quarantined_total";
 
 class DiskMetrics {
  public:
@@ -60,7 +59,6 @@ class DiskMetrics {
   tier_metric *used_ = nullptr, *capacity_ = nullptr, *entries_ = nullptr;
   std::array<tier_metric*, 2> data_loss_{};
   std::array<tier_metric*, 5> io_path_{};
-  std::once_flag quarantined_once_;
   std::array<tier_metric*, kQuarantineReasons> quarantined_{};
 };
 

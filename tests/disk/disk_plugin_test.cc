@@ -964,7 +964,7 @@ TEST(DiskPlugin, StuckNameOfEveryKindIsMovedAsideAndTheSpillSucceeds) {
     ASSERT_EQ(RestoreSync(*p, key, t).status, TIER_OK);
     EXPECT_TRUE(t.Equals(cp));
     EXPECT_EQ(ListDir(dir + "/quarantine").size(), 1u) << "moved aside, not deleted";
-    EXPECT_EQ(host.Value(kQuarantinedMetric, "disk,stuck_name"), 1);
+    EXPECT_EQ(host.Value(TIER_METRIC_COLD_QUARANTINED, "disk,stuck_name"), 1);
     EXPECT_EQ(host.CountLogs("blocked a spill of its key"), 1u);
     EXPECT_TRUE(host.LogContains(StuckName(what)));
     EXPECT_EQ(ReadAllBytes(victim), std::vector<uint8_t>({'p', 'r', 'e', 'c', 'i', 'o', 'u', 's'}))

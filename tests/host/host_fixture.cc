@@ -1,8 +1,12 @@
-#include "planner_fixture.h"
+#include "host_fixture.h"
 
+#include <tier/device/cpu_transfer_engine.h>
+#include <tier/host/identity.h>
+
+#include <chrono>
 #include <sstream>
 
-namespace tier::test {
+namespace tier::host::test {
 
 ModelProfile TinyProfile() {
   ModelProfile p;
@@ -28,60 +32,205 @@ ModelProfile TinyProfile() {
   return p;
 }
 
-void PlannerTest::Build(const std::string& plugin, const ProviderOptions& options,
-                        uint64_t device_bytes, uint64_t host_bytes) {
-  std::string reason;
-  auto device = SelectDeviceTier("cpu", &reason);
-  ASSERT_TRUE(device.ok()) << device.status().ToString();
-  device_ = device.take();
-  auto library = PluginLibrary::Load(ResolvePluginPath(plugin), host_.table());
-  ASSERT_TRUE(library.ok()) << library.status().message();
-  library_ = library.value();
-  auto instance = ProviderInstance::Open(library_, host_.table(), "planner-test", options);
-  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
-  instance_ = instance.take();
-  cold_ = std::make_unique<ColdTier>(instance_.get());
-  PlannerConfig config;
-  config.namespace_id = "planner-test";
-  config.device_capacity_bytes = device_bytes;
-  config.host_capacity_bytes = host_bytes;
-  planner_ = std::make_unique<Planner>(config, cost_, device_.get(), cold_.get(), &metrics_);
-  Status started = planner_->Start();
-  ASSERT_TRUE(started.ok()) << started.ToString();
+Result<std::unique_ptr<Host>> HostTest::TryOpen(const std::string& plugin,
+                                                const ProviderOptions& options,
+                                                const std::function<void(HostOptions&)>& tweak) {
+  if (engine_ == nullptr) {
+    auto engine = device::MakeCpuTransferEngine({});
+    if (!engine.ok()) return engine.status();
+    engine_ = std::move(engine).value();
+    auto pool = sim::KvPool::Create(engine_.get(), profile_, 1, 4096);
+    if (!pool.ok()) return pool.status();
+    pool_ = std::move(pool).value();
+  }
+  HostOptions o;
+  o.plugin = plugin;
+  o.provider_options = options;
+  o.namespace_id = "host-test";
+  o.profile = profile_;
+  o.pool = pool_->view();
+  o.engine = engine_;
+  o.metrics = &registry_;
+  o.provider_timeout_ns = 5ull * 1000 * 1000 * 1000;
+  o.close_timeout_ns = 2ull * 1000 * 1000 * 1000;
+  if (tweak) tweak(o);
+  return Host::Open(std::move(o));
 }
 
-void PlannerTest::TearDown() {
-  planner_.reset();
-  cold_.reset();
-  if (instance_) instance_->Close();
+void HostTest::Open(const std::string& plugin, const ProviderOptions& options,
+                    uint64_t device_bytes, uint64_t host_bytes,
+                    const std::function<void(HostOptions&)>& tweak) {
+  auto host = TryOpen(plugin, options, [&](HostOptions& o) {
+    o.device_capacity_bytes = device_bytes;
+    o.host_capacity_bytes = host_bytes;
+    if (tweak) tweak(o);
+  });
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  host_ = std::move(host).value();
 }
 
-std::vector<uint64_t> PlannerTest::Blocks(uint64_t base, size_t n) {
+void HostTest::TearDown() {
+  host_.reset();
+  lanes_.clear();
+  sealing_.clear();
+}
+
+std::vector<uint64_t> HostTest::Blocks(uint64_t base, size_t n) {
   std::vector<uint64_t> blocks;
   for (size_t i = 0; i < n; ++i) blocks.push_back(base + i);
   return blocks;
 }
 
-CheckpointEntry* PlannerTest::Seal(const std::vector<uint64_t>& blocks, uint64_t now_s) {
-  return planner_->Seal(blocks, blocks.size() * 512, false, now_s * 1000000000ull);
+void HostTest::Apply(const Event& e) {
+  events_.push_back(e);
+  switch (e.kind) {
+    case Event::kPagesReleased:
+      pool_->ReleasedByHost(e.pages);
+      break;
+    case Event::kSealed:
+      sealing_.erase(e.id);
+      break;
+    case Event::kAdmissionReady:
+    case Event::kAdmissionRoot:
+    case Event::kAdmissionCancelled:
+      ended_[e.id] = e.admission;
+      break;
+    case Event::kPrefetchDone:
+      break;
+  }
 }
 
-void PlannerTest::SealAndPushToCold(const std::vector<uint64_t>& blocks) {
-  ASSERT_NE(Seal(blocks, 1), nullptr);
-  for (uint64_t i = 0; i < 3; ++i) Seal(Blocks(100 + 10 * i, 1), 2 + i);
-  ASSERT_EQ(PlacementsOf(blocks), kCold) << "pushed down by three newer checkpoints";
+void HostTest::PollOnce() {
+  std::vector<Event> events;
+  host_->Poll(&events);
+  for (const Event& e : events) Apply(e);
 }
 
-CheckpointEntry* PlannerTest::Find(const std::vector<uint64_t>& blocks) const {
-  return planner_->catalog().Find(PrefixKey("planner-test", blocks));
+void HostTest::Settle(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  PollOnce();
+  while (host_->Busy() && std::chrono::steady_clock::now() < deadline) {
+    host_->WaitForWork(5 * 1000 * 1000);
+    PollOnce();
+  }
+  EXPECT_FALSE(host_->Busy()) << "the Host did not settle within " << timeout_ms << " ms";
 }
 
-uint8_t PlannerTest::PlacementsOf(const std::vector<uint64_t>& blocks) const {
-  const CheckpointEntry* e = Find(blocks);
-  return e == nullptr ? 0 : e->placements;
+bool HostTest::Seal(const std::vector<uint64_t>& blocks, uint64_t now_s, bool shared_prefix) {
+  const uint64_t tokens = blocks.size() * 512;
+  std::vector<uint32_t> pages;
+  if (!pool_->Allocate(static_cast<uint32_t>(tokens / 64), &pages)) return false;
+  pool_->Fill(PrefixHashes(blocks), 512, 0, pages);
+  auto state = pool_->NewStateSet();
+  EXPECT_TRUE(state.ok());
+  sim::KvPool::FillState(PrefixKey("host-test", blocks), state.value().get());
+  SealRequest r;
+  r.blocks = blocks;
+  r.tokens = tokens;
+  r.shared_prefix = shared_prefix;
+  r.pages = pages;
+  r.state = state.value()->buffers;
+  r.now_ns = now_s * 1000000000ull;
+  Sealed sealed = host_->Seal(r);
+  if (sealed.status.ok() && !sealed.existed) {
+    pool_->HeldByHost(pages);
+    sealing_[sealed.id] = std::move(state).value();
+  }
+  pool_->Unref(pages);  // the request that computed it is done
+  Settle();
+  return sealed.status.ok();
 }
 
-double PlannerTest::Counter(const std::string& series) const {
+void HostTest::SealAndPushToCold(const std::vector<uint64_t>& blocks) {
+  ASSERT_TRUE(Seal(blocks, 1));
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(Seal(Blocks(100 + 10 * i, 1), 2 + i));
+  ASSERT_EQ(PlacementsOf(blocks), kC) << "pushed down by three newer checkpoints";
+}
+
+Admission HostTest::Admit(const std::vector<uint64_t>& blocks, uint64_t now_s) {
+  auto lane = pool_->NewStateSet();
+  EXPECT_TRUE(lane.ok());
+  AdmitRequest r;
+  r.blocks = blocks;
+  r.now_ns = now_s * 1000000000ull;
+  r.allocate_pages = [this](uint32_t n, std::vector<uint32_t>* pages) {
+    return pool_->Allocate(n, pages);
+  };
+  r.state = lane.value()->buffers;
+  Admission a = host_->Admit(r);
+  lanes_[a.id] = std::move(lane).value();
+  if (a.state != AdmissionState::kPending) TakePages(a);
+  return a;
+}
+
+void HostTest::TakePages(const Admission& a) {
+  pool_->Unref(a.unused_pages);
+  if (a.state != AdmissionState::kReady) return;
+  if (a.pages_shared) pool_->Ref(a.pages);
+  held_pages_[a.id] = a.pages;
+}
+
+std::optional<Admission> HostTest::WaitFor(uint64_t id, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (ended_.count(id) == 0 && std::chrono::steady_clock::now() < deadline) {
+    host_->WaitForWork(5 * 1000 * 1000);
+    PollOnce();
+  }
+  auto it = ended_.find(id);
+  if (it == ended_.end()) return std::nullopt;
+  TakePages(it->second);
+  return it->second;
+}
+
+bool HostTest::Check(const std::vector<uint64_t>& blocks, const Admission& a) {
+  if (a.pages_shared) {
+    EXPECT_TRUE(a.state_copy.Wait().ok());
+  }
+  const size_t cached_blocks = a.cached_tokens / 512;
+  const std::vector<uint64_t> hashes =
+      PrefixHashes(std::span(blocks).first(std::min(cached_blocks, blocks.size())));
+  const bool exact =
+      pool_->Check(hashes, 512, a.pages) && sim::KvPool::CheckState(a.key, *lanes_[a.id]);
+  ++verified_;
+  if (!exact) ++mismatched_;
+  host_->ReportVerification(a.id, exact);
+  return exact;
+}
+
+Admission HostTest::AdmitAndWait(const std::vector<uint64_t>& blocks, uint64_t now_s) {
+  Admission a = Admit(blocks, now_s);
+  if (a.state == AdmissionState::kPending) {
+    std::optional<Admission> ended = WaitFor(a.id);
+    EXPECT_TRUE(ended.has_value()) << "admission " << a.id << " never ended";
+    if (!ended) return a;
+    a = *ended;
+  }
+  if (a.state == AdmissionState::kReady) Check(blocks, a);
+  return a;
+}
+
+void HostTest::Release(const Admission& a) {
+  auto it = held_pages_.find(a.id);
+  if (it != held_pages_.end()) {
+    pool_->Unref(it->second);
+    held_pages_.erase(it);
+  }
+  host_->Release(a.id);
+  lanes_.erase(a.id);
+  Settle();
+}
+
+std::optional<CheckpointInfo> HostTest::Info(const std::vector<uint64_t>& blocks) const {
+  return host_->Describe(blocks);
+}
+
+uint8_t HostTest::PlacementsOf(const std::vector<uint64_t>& blocks) const {
+  auto info = Info(blocks);
+  if (!info) return 0;
+  return (info->on_device ? kD : 0) | (info->on_host ? kH : 0) | (info->on_cold ? kC : 0);
+}
+
+double HostTest::Counter(const std::string& series) const {
   std::istringstream text(registry_.ExpositionText());
   std::string line;
   while (std::getline(text, line)) {
@@ -90,4 +239,4 @@ double PlannerTest::Counter(const std::string& series) const {
   return -1;
 }
 
-}  // namespace tier::test
+}  // namespace tier::host::test

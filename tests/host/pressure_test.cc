@@ -1,22 +1,23 @@
-// planner_test.cc -- Planner: degradation order, pins, failed spills, cost decisions, shared
-// prefixes through Cold, stale plans, corrupt restores, re-adoption, no provider I/O in decode.
+// pressure_test.cc -- HostPressure: one value order across Device, Host and Cold; monotonic
+// degradation; pins; failed spills; cost decisions; shared prefixes through Cold; exact identity;
+// re-adoption; no provider I/O while requests decode.
 #include <algorithm>
 
-#include "planner_fixture.h"
+#include "host_fixture.h"
 #include "replay.h"
 #include "workload.h"
 
-namespace tier::test {
+namespace tier::host::test {
 namespace {
 
-constexpr uint8_t kD = kDevice, kH = kHost, kC = kCold;
+using HostPressure = HostTest;
 
-TEST_F(PlannerTest, DegradationIsMonotonicAndFollowsRecency) {
-  Build("scripted", {}, Bytes(1) * 5 / 2, Bytes(1) * 5 / 2);
+TEST_F(HostPressure, DegradationIsMonotonicAndFollowsRecency) {
+  Open("scripted", {}, Bytes(1) * 5 / 2, Bytes(1) * 5 / 2);
   std::vector<std::vector<uint64_t>> cps;
   for (uint64_t i = 0; i < 6; ++i) {
     cps.push_back(Blocks(100 * (i + 1), 1));
-    ASSERT_NE(Seal(cps.back(), i + 1), nullptr);
+    ASSERT_TRUE(Seal(cps.back(), i + 1));
   }
   // Newest two on Device, the next two in Host, the oldest two in Cold: one order for all tiers.
   EXPECT_EQ(PlacementsOf(cps[5]), kD);
@@ -31,202 +32,164 @@ TEST_F(PlannerTest, DegradationIsMonotonicAndFollowsRecency) {
   EXPECT_EQ(Counter(R"(tier_transitions_total{from="host",to="cold"})"), 2);
   EXPECT_EQ(Counter(R"(tier_transitions_total{from="cold",to="host"})"), 0)
       << "never back up (every pair exists from the start, at zero)";
-  EXPECT_EQ(planner_->totals().evictions, 0u);
+  EXPECT_EQ(host_->Stats().evictions, 0u);
   EXPECT_EQ(Counter(R"(tier_catalog_entries{tier="cold"})"), 2);
 }
 
-TEST_F(PlannerTest, ValueOrderPrefersCheckpointsThatSaveMorePrefillPerByte) {
+TEST_F(HostPressure, ValueOrderPrefersCheckpointsThatSaveMorePrefillPerByte) {
   const auto big = Blocks(1000, 8), small = Blocks(2000, 1), third = Blocks(3000, 1);
-  // Room for big + small; the third forces one demotion. Same age: value per byte decides.
-  Build("scripted", {}, Bytes(8) + Bytes(1) + Bytes(1) / 2, Bytes(8) * 4);
-  ASSERT_NE(Seal(big, 1), nullptr);
-  ASSERT_NE(Seal(small, 1), nullptr);
-  ASSERT_GT(planner_->Value(*Find(big), 1000000000ull),
-            planner_->Value(*Find(small), 1000000000ull))
-      << "attention is quadratic: a long prefix saves more prefill per byte";
-  ASSERT_NE(Seal(third, 1), nullptr);
+  // Room for big + small; the third forces one demotion. Same age: value per byte decides, and
+  // attention is quadratic: a long prefix saves more prefill per byte.
+  Open("scripted", {}, Bytes(8) + Bytes(1) + Bytes(1) / 2, Bytes(8) * 4);
+  ASSERT_TRUE(Seal(big, 1));
+  ASSERT_TRUE(Seal(small, 1));
+  ASSERT_TRUE(Seal(third, 1));
   EXPECT_EQ(PlacementsOf(big), kD);
   EXPECT_EQ(PlacementsOf(small), kH);
   EXPECT_EQ(PlacementsOf(third), kD);
 }
 
-TEST_F(PlannerTest, PinnedCheckpointIsNeverDropped) {
-  // No cold tier: pressure can only drop.
-  Build("null", {}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
+TEST_F(HostPressure, PinnedCheckpointIsNeverDropped) {
+  Open("null", {}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);  // no cold tier: pressure can only drop
   const auto pinned = Blocks(10, 1);
-  ASSERT_NE(Seal(pinned, 1), nullptr);
-  AdmissionResult admission = planner_->Admit(pinned, 2000000000ull);
+  ASSERT_TRUE(Seal(pinned, 1));
+  Admission admission = AdmitAndWait(pinned, 2);
+  ASSERT_EQ(admission.state, AdmissionState::kReady);
   ASSERT_EQ(admission.outcome, Outcome::kDeviceHit);
-  ASSERT_NE(admission.entry, nullptr);
   for (uint64_t i = 0; i < 5; ++i) Seal(Blocks(100 + 10 * i, 1), 10 + i);
   // The pinned checkpoint is the oldest and least valuable, yet it is still whole on Device.
   EXPECT_EQ(PlacementsOf(pinned), kD);
-  EXPECT_GT(planner_->totals().evictions, 0u) << "the pressure was real";
-  planner_->Release(admission.entry);
+  EXPECT_GT(host_->Stats().evictions, 0u) << "the pressure was real";
+  Release(admission);
   for (uint64_t i = 0; i < 3; ++i) Seal(Blocks(500 + 10 * i, 1), 100 + i);
   EXPECT_EQ(PlacementsOf(pinned), 0) << "once released it degrades like any other";
 }
 
-TEST_F(PlannerTest, FailedSpillKeepsTheHostCopy) {
-  Build("scripted", {{"spill_result", "io_error"}}, Bytes(1) * 3 / 2, Bytes(1) * 5 / 2);
+TEST_F(HostPressure, FailedSpillKeepsTheHostCopyAndBacksOff) {
+  Open("scripted", {{"spill_result", "io_error"}}, Bytes(1) * 3 / 2, Bytes(1) * 5 / 2);
   const auto a = Blocks(10, 1), b = Blocks(20, 1), c = Blocks(30, 1), d = Blocks(40, 1);
-  Seal(a, 1);
-  Seal(b, 2);  // a -> Host
-  Seal(c, 3);  // b -> Host
-  Seal(d, 4);  // c -> Host: Host must free a slot; a's spill fails
-  EXPECT_EQ(planner_->totals().spill_failures, 2u) << "a and b both tried";
-  EXPECT_EQ(Counter(R"(tier_spill_failures_total{action="kept_host"})"), 2);
-  // One had to go for c to fit: the least valuable (a), counted as dropped after a failed spill.
+  ASSERT_TRUE(Seal(a, 1));
+  ASSERT_TRUE(Seal(b, 2));  // a -> Host
+  ASSERT_TRUE(Seal(c, 3));  // b -> Host
+  ASSERT_TRUE(Seal(d, 4));  // c -> Host: Host must free a slot; a's spill fails
+  EXPECT_EQ(host_->Stats().spill_failures, 1u)
+      << "one failure, then spills back off instead of retrying into the same failure";
+  EXPECT_EQ(Counter(R"(tier_spill_failures_total{action="kept_host"})"), 1);
+  // Room was then made by value: the least valuable (a, whose spill failed) was dropped.
   EXPECT_EQ(Counter(R"(tier_spill_failures_total{action="dropped"})"), 1);
   EXPECT_EQ(PlacementsOf(a), 0);
-  EXPECT_EQ(PlacementsOf(b), kH) << "its spill failed: the Host copy is kept, not lost";
+  EXPECT_EQ(PlacementsOf(b), kH) << "kept in Host: nothing was lost to a failing tier";
   EXPECT_EQ(PlacementsOf(c), kH);
-  EXPECT_EQ(planner_->catalog().entries_in(kCold), 0u) << "nothing partial became visible";
-  // The kept copy is intact: it restores to Device byte-exact.
-  AdmissionResult admission = planner_->Admit(b, 5000000000ull);
+  EXPECT_EQ(host_->Stats().cold_entries, 0u) << "nothing partial became visible";
+  Admission admission = AdmitAndWait(b, 5);
   EXPECT_EQ(admission.outcome, Outcome::kHostRestore);
-  EXPECT_EQ(planner_->totals().mismatched_restores, 0u);
-  planner_->Release(admission.entry);
+  EXPECT_EQ(mismatched_, 0u) << "the kept copy is intact";
+  Release(admission);
 }
 
-TEST_F(PlannerTest, SkipsToRootWhenRestoringCostsAtLeastThePrefill) {
-  Build("scripted", {{"restore_ns_per_byte", "1000000"}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
+TEST_F(HostPressure, SkipsToRootWhenRestoringCostsAtLeastThePrefill) {
+  Open("scripted", {{"restore_ns_per_byte", "1000000"}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
   const auto a = Blocks(10, 1);
   SealAndPushToCold(a);
-  AdmissionResult admission = planner_->Admit(a, 10000000000ull);
-  EXPECT_EQ(admission.outcome, Outcome::kRootPrefill);
+  Admission admission = AdmitAndWait(a, 10);
+  EXPECT_EQ(admission.state, AdmissionState::kRoot);
   EXPECT_EQ(admission.root_reason, RootReason::kCost);
-  EXPECT_EQ(admission.entry, nullptr);
   EXPECT_EQ(Counter(R"(tier_root_prefills_total{reason="cost"})"), 1);
   EXPECT_EQ(PlacementsOf(a), kC) << "skipping is not dropping";
 }
 
-TEST_F(PlannerTest, ColdRestoreIsVerifiedAndClimbsToDevice) {
-  Build("scripted", {}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
+TEST_F(HostPressure, ColdRestoreIsByteExactInOtherPagesAndLandsInHost) {
+  Open("scripted", {}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
   const auto a = Blocks(10, 1);
   SealAndPushToCold(a);
-  AdmissionResult admission = planner_->Admit(a, 10000000000ull);
-  ASSERT_EQ(admission.outcome, Outcome::kColdRestore);
+  Admission admission = AdmitAndWait(a, 10);
+  ASSERT_EQ(admission.state, AdmissionState::kReady);
+  EXPECT_EQ(admission.outcome, Outcome::kColdRestore);
   EXPECT_EQ(admission.cached_tokens, 512u);
-  EXPECT_GT(admission.admission_ns, 0u);
-  EXPECT_EQ(PlacementsOf(a), kD | kH | kC) << "Cold -> Host -> Device; the cold copy stays valid";
-  EXPECT_GE(planner_->totals().verified_restores, 2u)
-      << "verified after Cold->Host and Host->Device";
-  EXPECT_EQ(planner_->totals().mismatched_restores, 0u);
-  planner_->Release(admission.entry);
+  EXPECT_EQ(admission.pages.size(), 8u);
+  EXPECT_FALSE(admission.pages_shared) << "restored into pages the server handed over";
+  EXPECT_EQ(verified_, 1u);
+  EXPECT_EQ(mismatched_, 0u) << "gathered from the seal's pages, scattered into others, exact";
+  EXPECT_EQ(PlacementsOf(a), kH | kC) << "Cold -> Host; the cold copy stays valid";
+  Release(admission);
 }
 
-TEST_F(PlannerTest, WrongBytesFromTheProviderAreNeverServed) {
-  Build("scripted", {{"flip_restored_byte", "1"}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
+TEST_F(HostPressure, WrongBytesFoundByTheServerLeaveEveryTier) {
+  Open("scripted", {{"flip_restored_byte", "1"}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
   const auto a = Blocks(10, 1);
   SealAndPushToCold(a);
-  AdmissionResult admission = planner_->Admit(a, 10000000000ull);
-  EXPECT_EQ(admission.outcome, Outcome::kRootPrefill);
-  EXPECT_EQ(admission.root_reason, RootReason::kCorrupt);
-  EXPECT_EQ(planner_->totals().mismatched_restores, 1u);
+  Admission admission = AdmitAndWait(a, 10);
+  ASSERT_EQ(admission.state, AdmissionState::kReady);
+  EXPECT_EQ(mismatched_, 1u) << "the server's own check caught the lying provider";
   EXPECT_EQ(Counter(R"(tier_restore_verifications_total{result="mismatch"})"), 1);
+  EXPECT_EQ(PlacementsOf(a), 0) << "gone from the catalog at once: never served again";
+  Release(admission);
+  Admission again = AdmitAndWait(a, 11);
+  EXPECT_EQ(again.state, AdmissionState::kRoot);
+  EXPECT_EQ(again.root_reason, RootReason::kNoCheckpoint) << "not restored a second time";
 }
 
-TEST_F(PlannerTest, DataLossDropsTheColdPlacement) {
-  Build("scripted", {{"restore_result", "data_loss"}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
+TEST_F(HostPressure, DataLossDropsTheColdPlacement) {
+  Open("scripted", {{"restore_result", "data_loss"}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
   const auto a = Blocks(10, 1);
   SealAndPushToCold(a);
-  AdmissionResult admission = planner_->Admit(a, 10000000000ull);
-  EXPECT_EQ(admission.outcome, Outcome::kRootPrefill);
+  Admission admission = AdmitAndWait(a, 10);
+  EXPECT_EQ(admission.state, AdmissionState::kRoot);
   EXPECT_EQ(admission.root_reason, RootReason::kCorrupt);
-  EXPECT_EQ(Find(a), nullptr) << "a corrupt cold copy that was the last copy leaves the catalog";
+  EXPECT_FALSE(Info(a).has_value())
+      << "a corrupt cold copy that was the last copy leaves the catalog";
 }
 
-TEST_F(PlannerTest, StalePlanFallsBackToTheRoot) {
-  Build("scripted", {}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
-  const auto a = Blocks(10, 1);
-  SealAndPushToCold(a);
-  int hook_runs = 0;
-  planner_->after_plan_hook = [&](CheckpointEntry* entry) {
-    ++hook_runs;
-    // The catalog changes under the plan: the checkpoint is evicted and published again.
-    const tier_key key = entry->key;
-    ASSERT_TRUE(planner_->Evict(key));
-    ASSERT_NE(Seal(a, 6), nullptr);
-  };
-  AdmissionResult admission = planner_->Admit(a, 10000000000ull);
-  EXPECT_EQ(hook_runs, 1);
-  EXPECT_EQ(admission.outcome, Outcome::kRootPrefill);
-  EXPECT_EQ(admission.root_reason, RootReason::kStalePlan);
-  EXPECT_EQ(Counter(R"(tier_root_prefills_total{reason="stale_plan"})"), 1);
-  planner_->after_plan_hook = nullptr;
-  // The catalog is consistent afterwards: the re-published checkpoint is a Device hit.
-  AdmissionResult again = planner_->Admit(a, 11000000000ull);
-  EXPECT_EQ(again.outcome, Outcome::kDeviceHit);
-  planner_->Release(again.entry);
-}
-
-TEST_F(PlannerTest, SharedPrefixRoundTripsThroughColdAndSeedsSessions) {
-  Build("scripted", {}, Bytes(6) * 3 / 2, Bytes(6) * 3 / 2);
+TEST_F(HostPressure, SharedPrefixRoundTripsThroughColdAndSeedsSessions) {
+  Open("scripted", {}, Bytes(6) * 3 / 2, Bytes(6) * 3 / 2);
   const auto system_head = Blocks(1, 4);
-  ASSERT_NE(planner_->Seal(system_head, 4 * 512, true, 1000000000ull), nullptr);
+  ASSERT_TRUE(Seal(system_head, 1, /*shared_prefix=*/true));
   for (uint64_t i = 0; i < 4; ++i) Seal(Blocks(1000 * (i + 1), 6), 2 + i);
   ASSERT_EQ(PlacementsOf(system_head), kC) << "pushed all the way down";
   for (uint64_t session = 0; session < 3; ++session) {
     std::vector<uint64_t> request = system_head;
     request.push_back(50000 + session);  // each sibling's own continuation
-    AdmissionResult admission = planner_->Admit(request, (10 + session) * 1000000000ull);
-    ASSERT_NE(admission.entry, nullptr) << "session " << session;
+    Admission admission = AdmitAndWait(request, 10 + session);
+    ASSERT_EQ(admission.state, AdmissionState::kReady) << "session " << session;
     EXPECT_EQ(admission.cached_tokens, 4u * 512) << "seeded by the shared prefix";
-    EXPECT_EQ(admission.outcome, session == 0 ? Outcome::kColdRestore : Outcome::kDeviceHit);
-    planner_->Release(admission.entry);
+    EXPECT_EQ(admission.outcome, session == 0 ? Outcome::kColdRestore : Outcome::kHostRestore);
+    Release(admission);
   }
-  EXPECT_EQ(planner_->totals().mismatched_restores, 0u);
-  EXPECT_TRUE(Find(system_head)->shared_prefix);
+  EXPECT_EQ(mismatched_, 0u);
+  EXPECT_TRUE(Info(system_head)->shared_prefix);
 }
 
-TEST_F(PlannerTest, LongestExactPrefixWinsAndSiblingsNeverAnswer) {
-  Build("scripted", {}, Bytes(4) * 8, Bytes(4) * 8);
+TEST_F(HostPressure, LongestExactPrefixWinsAndSiblingsNeverAnswer) {
+  Open("scripted", {}, Bytes(4) * 8, Bytes(4) * 8);
   Seal({1, 2}, 1);
   Seal({1, 2, 3, 4}, 2);
   Seal({1, 2, 9}, 3);  // a sibling branch
-  AdmissionResult a = planner_->Admit(std::vector<uint64_t>{1, 2, 3, 4, 5}, 4000000000ull);
+  Admission a = AdmitAndWait({1, 2, 3, 4, 5}, 4);
   EXPECT_EQ(a.cached_tokens, 4u * 512);
-  planner_->Release(a.entry);
-  AdmissionResult b = planner_->Admit(std::vector<uint64_t>{1, 2, 3, 7}, 5000000000ull);
+  Release(a);
+  Admission b = AdmitAndWait({1, 2, 3, 7}, 5);
   EXPECT_EQ(b.cached_tokens, 2u * 512) << "{1,2,3,4} and {1,2,9} are not prefixes of {1,2,3,7}";
-  planner_->Release(b.entry);
-  AdmissionResult c = planner_->Admit(std::vector<uint64_t>{7, 1, 2}, 6000000000ull);
-  EXPECT_EQ(c.outcome, Outcome::kRootPrefill);
+  Release(b);
+  Admission c = AdmitAndWait({7, 1, 2}, 6);
+  EXPECT_EQ(c.state, AdmissionState::kRoot);
   EXPECT_EQ(c.root_reason, RootReason::kNoCheckpoint);
+  EXPECT_EQ(mismatched_, 0u);
 }
 
-TEST_F(PlannerTest, RestartReadoptsColdCheckpoints) {
-  Build("scripted", {}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
-  const auto a = Blocks(10, 1);
-  SealAndPushToCold(a);
-  // A new planner (a restarted server) over the same provider instance.
-  PlannerConfig config = planner_->config();
-  planner_ = std::make_unique<Planner>(config, cost_, device_.get(), cold_.get(), &metrics_);
-  ASSERT_TRUE(planner_->Start().ok());
-  EXPECT_EQ(planner_->totals().readopted, 2u);
-  EXPECT_EQ(PlacementsOf(a), kC);
-  AdmissionResult admission = planner_->Admit(a, 10000000000ull);
-  EXPECT_EQ(admission.outcome, Outcome::kColdRestore);
-  EXPECT_EQ(planner_->totals().readopted_hits, 1u);
-  planner_->Release(admission.entry);
-}
-
-TEST_F(PlannerTest, NoProviderIoWhileRequestsDecode) {
-  Build("scripted", {}, Bytes(160) * 2, Bytes(160) * 3);
-  AgentsWorkloadOptions options;
+TEST_F(HostPressure, NoProviderIoWhileRequestsDecode) {
+  Open("scripted", {}, Bytes(160) * 2, Bytes(160) * 3);
+  sim::AgentsWorkloadOptions options;
   options.sessions = 6;
   options.min_history_tokens = 60000;
   options.max_history_tokens = 80000;
-  Workload workload = GenerateAgentsWorkload(options);
-  ReplayOptions replay;
+  sim::Workload workload = sim::GenerateAgentsWorkload(options);
+  sim::ReplayOptions replay;
   replay.progress = false;
-  ReplayReport report = RunReplay(workload, *planner_, cost_, &metrics_, cold_.get(), replay);
+  CostModel cost(profile_);
+  sim::ReplayReport report = sim::RunReplay(workload, *host_, *pool_, cost, &registry_, replay);
   EXPECT_GT(report.cold_restores, 0u) << "the workload exercised the cold tier";
-  EXPECT_GT(cold_->calls_in(IoPhase::kAdmission), 0u);
-  EXPECT_GT(cold_->calls_in(IoPhase::kPressure), 0u);
-  EXPECT_EQ(cold_->calls_in(IoPhase::kIdle), 0u) << "provider I/O outside admission and pressure";
-  EXPECT_EQ(report.provider_calls_outside_admission, 0u);
+  EXPECT_EQ(report.provider_calls_outside_admission, 0u)
+      << "provider I/O outside admission, prefetch, pressure and start-up";
   EXPECT_TRUE(report.restore_exact);
   EXPECT_EQ(report.requests, workload.requests.size());
   EXPECT_EQ(report.device_hits + report.host_restores + report.cold_restores + report.root_prefills,
@@ -234,4 +197,4 @@ TEST_F(PlannerTest, NoProviderIoWhileRequestsDecode) {
 }
 
 }  // namespace
-}  // namespace tier::test
+}  // namespace tier::host::test

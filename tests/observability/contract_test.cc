@@ -3,6 +3,8 @@
 // what a live tier-host exposes at /metrics (families, types, label names, label values).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <regex>
 #include <set>
 #include <string>
@@ -178,7 +180,14 @@ std::vector<std::string> Disagreements(const std::map<std::string, ContractRow>&
     }
   }
   for (const auto& [name, row] : rows) {
-    if (families.count(name) == 0) out.push_back(name + ": listed but not exposed");
+    // A provider family whose `provider` values do not name this provider is another's.
+    bool ours = true;
+    for (const auto& [label, values] : row.labels) {
+      if (label == "provider") {
+        ours = std::find(values.begin(), values.end(), provider) != values.end();
+      }
+    }
+    if (ours && families.count(name) == 0) out.push_back(name + ": listed but not exposed");
   }
   return out;
 }

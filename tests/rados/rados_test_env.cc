@@ -244,7 +244,7 @@ std::vector<tier_segment> Checkpoint::EmptySegments() {
 
 bool Checkpoint::MatchesContent(const tier_key& other) const {
   for (size_t i = 0; i < layout.size(); ++i) {
-    if (!SegmentBytesMatch(other, layout[i].kind, layout[i].index, buffers[i])) return false;
+    if (!sim::SegmentBytesMatch(other, layout[i].kind, layout[i].index, buffers[i])) return false;
   }
   return true;
 }
@@ -271,7 +271,7 @@ Checkpoint MakeCheckpoint(const std::string& key_text, uint64_t kv_bytes,
               {TIER_SEGMENT_MANIFEST, 0, 300}};
   for (const auto& s : c.layout) {
     c.buffers.emplace_back(s.length_bytes);
-    FillSegmentBytes(c.content, s.kind, s.index, c.buffers.back());
+    sim::FillSegmentBytes(c.content, s.kind, s.index, c.buffers.back());
   }
   return c;
 }

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include <tier/status.h>
-#include "host_services.h"
-#include "metrics_registry.h"
-#include "plugin_loader.h"
-#include "provider_instance.h"
+#include <tier/host/host_services.h>
+#include <tier/host/metrics_registry.h>
+#include <tier/host/plugin_loader.h>
+#include <tier/host/provider_instance.h>
 #include "test_support.h"
 
 namespace tier::rados::test {

@@ -405,7 +405,7 @@ TEST(Security, CheckpointFileOfAnotherModeIsSetAsideAtOpen) {
     RestoreTarget t = MakeTarget(cp);
     EXPECT_EQ(RestoreSync(*p.value(), MakeKey(40), t).status, TIER_NOT_FOUND);
     EXPECT_EQ(ListDir(dir + "/quarantine").size(), 1u) << "moved aside, not deleted";
-    EXPECT_EQ(host.Value(kQuarantinedMetric, "disk,not_owned"), 1);
+    EXPECT_EQ(host.Value(TIER_METRIC_COLD_QUARANTINED, "disk,not_owned"), 1);
     EXPECT_EQ(host.CountLogs(BaseName(file)), 1u) << "one log line";
     EXPECT_TRUE(host.LogContains("has mode 0"));
   }
@@ -424,7 +424,7 @@ TEST(Security, CheckpointFileOfAnotherUserIsSetAsideAtOpen) {
   EXPECT_EQ(StatsOf(*p.value()).entries, 0u) << "adopted another user's file";
   EXPECT_EQ(p.value()->not_owned_at_open(), 1u);
   EXPECT_EQ(ListDir(dir + "/quarantine").size(), 1u);
-  EXPECT_EQ(host.Value(kQuarantinedMetric, "disk,not_owned"), 1);
+  EXPECT_EQ(host.Value(TIER_METRIC_COLD_QUARANTINED, "disk,not_owned"), 1);
   EXPECT_EQ(host.CountLogs(BaseName(file)), 1u) << "one log line";
   EXPECT_TRUE(host.LogContains("is owned by uid 65534"));
 }
@@ -461,7 +461,7 @@ TEST(Security, CheckpointFileChangedOwnerOrModeAfterOpenIsNotServed) {
     EXPECT_EQ(StatsOf(p).entries, 0u);
     EXPECT_EQ(StatsOf(p).used_bytes, 0u);
     EXPECT_EQ(ListDir(dir + "/quarantine").size(), 1u);
-    EXPECT_EQ(host.Value(kQuarantinedMetric, "disk,not_owned"), 1);
+    EXPECT_EQ(host.Value(TIER_METRIC_COLD_QUARANTINED, "disk,not_owned"), 1);
     EXPECT_EQ(host.CountLogs(BaseName(file)), 1u) << "one log line";
     EXPECT_EQ(RestoreSync(p, MakeKey(42), t).status, TIER_NOT_FOUND);
   }

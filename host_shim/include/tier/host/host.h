@@ -293,7 +293,8 @@ class Host {
   // Blocks until Poll() has something to apply or `timeout_ns` passes; true if it has. For
   // simulators and tests, never for a scheduler thread that must not wait. Scheduler thread.
   bool WaitForWork(uint64_t timeout_ns);
-  // True while admissions, seals, spills, demotions or prefetches are under way.
+  // True while admissions, seals, spills, demotions or prefetches are under way (a provider call
+  // past its deadline no longer counts: it only keeps its buffers until the provider ends it).
   bool Busy() const;
 
   HostStats Stats() const;

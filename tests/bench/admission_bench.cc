@@ -1,21 +1,20 @@
-// Planner admission with a 100k-entry catalog: Planner::Admit (prefix hashes, the catalog's
-// longest-prefix lookup with exact block comparison, pinning, metrics), and the catalog lookups
-// alone. Device copies are replaced by a no-op Device tier: only the decision is timed.
+// Admission with a 100k-entry catalog: Host::Admit through the public API (prefix hashes, the
+// catalog's longest-prefix lookup with exact block comparison, pinning, the state copy of a device
+// hit, metrics), and the catalog lookups alone. The pool holds one byte per page and layer: only
+// the decision is timed.
 #include <benchmark/benchmark.h>
+#include <tier/device/cpu_transfer_engine.h>
+#include <tier/host/cost_model.h>
+#include <tier/host/host.h>
+#include <tier/host/identity.h>
 
 #include <chrono>
 #include <memory>
 #include <random>
 
-#include <tier/device/host_arena.h>
-
 #include "catalog.h"
-#include <tier/host/cost_model.h>
-#include "device_tier.h"
+#include "kv_pool.h"
 #include "latency_recorder.h"
-#include <tier/host/metrics_registry.h>
-#include "planner.h"
-#include "server_metrics.h"
 
 namespace tier::bench {
 namespace {
@@ -23,20 +22,7 @@ namespace {
 constexpr uint64_t kCheckpointsPerSession = 50;
 constexpr uint64_t kBlocksBetweenCheckpoints = 4;  // 4 x 512 tokens
 constexpr uint64_t kTokensPerBlock = 512;
-
-// Device placement without copies: admission decisions never touch the bytes.
-class NoCopyDevice : public DeviceTier {
- public:
-  const char* path() const override { return "cpu"; }
-  std::string description() const override { return "no-op device (benchmark)"; }
-  Result<std::unique_ptr<DeviceCopy>> Upload(const HostCopy&) override {
-    return std::unique_ptr<DeviceCopy>(std::make_unique<DeviceCopy>());
-  }
-  Status Download(const DeviceCopy&, HostCopy*) override { return Status::Ok(); }
-  std::shared_ptr<device::HostAllocator> host_allocator() override {
-    return device::MakeAlignedHostAllocator();
-  }
-};
+constexpr uint64_t kScale = 1ull << 40;  // one byte per page, layer and state part
 
 ModelProfile SmallProfile() {
   ModelProfile p;
@@ -44,6 +30,7 @@ ModelProfile SmallProfile() {
   p.model = "bench";
   p.gpu = "none";
   p.kv_dtype = "int8-g64";
+  p.tokens_per_page = 512;  // one page per block
   p.full_attention_layers = 16;
   p.kv_bytes_per_token = 33792;
   p.mtp_layers = 1;
@@ -55,43 +42,84 @@ ModelProfile SmallProfile() {
   return p;
 }
 
-// A planner whose catalog holds `entries` checkpoints on Device: sessions of 50 checkpoints
-// each, every 4 blocks (2,048 tokens) of a session's own block sequence, so session s's
-// checkpoints are prefixes of one another (up to 200 blocks, 102k tokens).
+// A Host whose catalog holds `entries` checkpoints on Device: sessions of 50 checkpoints each,
+// every 4 blocks (2,048 tokens) of a session's own block sequence, so session s's checkpoints are
+// prefixes of one another (up to 200 blocks, 102k tokens).
 struct World {
-  explicit World(uint64_t entries) : cost(SmallProfile()), metrics(&registry) {
-    PlannerConfig config;
-    config.namespace_id = "bench";
-    config.device_capacity_bytes = ~0ull >> 2;
-    config.host_capacity_bytes = ~0ull >> 2;
-    config.bytes_scale = 1ull << 40;  // one byte per segment: only the catalog matters
-    planner = std::make_unique<Planner>(config, cost, &device, nullptr, &metrics);
+  explicit World(uint64_t entries) : profile(SmallProfile()) {
     sessions = (entries + kCheckpointsPerSession - 1) / kCheckpointsPerSession;
+    auto made = device::MakeCpuTransferEngine({});
+    engine = std::move(made).value();
+    const uint32_t pages =
+        static_cast<uint32_t>(sessions * (kCheckpointsPerSession * kBlocksBetweenCheckpoints + 3));
+    pool = std::move(sim::KvPool::Create(engine.get(), profile, kScale, pages + 1024)).value();
+    HostOptions o;
+    o.namespace_id = "bench";
+    o.profile = profile;
+    o.pool = pool->view();
+    o.engine = engine;
+    o.device_capacity_bytes = ~0ull >> 2;
+    o.host_capacity_bytes = 1ull << 30;
+    o.bytes_scale = kScale;
+    host = std::move(Host::Open(std::move(o))).value();
+    lane = std::move(pool->NewStateSet()).value();
     for (uint64_t s = 0; s < sessions; ++s) {
       const std::vector<uint64_t> blocks = SessionBlocks(s, kCheckpointsPerSession);
-      for (uint64_t c = 1; c <= kCheckpointsPerSession && planner->catalog().size() < entries;
-           ++c) {
+      std::vector<uint32_t> session_pages;
+      pool->Allocate(static_cast<uint32_t>(blocks.size()), &session_pages);
+      for (uint64_t c = 1; c <= kCheckpointsPerSession && sealed < entries; ++c) {
         const uint64_t n = c * kBlocksBetweenCheckpoints;
-        planner->Seal(std::span(blocks).first(n), n * kTokensPerBlock, false, 0);
+        SealRequest r;
+        r.blocks = std::span(blocks).first(n);
+        r.tokens = n * kTokensPerBlock;
+        r.pages = std::span(session_pages).first(n);
+        r.state = lane->buffers;
+        if (host->Seal(r).status.ok()) ++sealed;
+        auto entry = std::make_unique<CheckpointEntry>();  // the same identity, for BM_Catalog*
+        entry->key = PrefixKey("bench", r.blocks);
+        entry->blocks.assign(r.blocks.begin(), r.blocks.end());
+        catalog.Insert(std::move(entry));
       }
+      pool->HeldByHost(session_pages);
+      Settle();
     }
+  }
+  void Settle() {
+    std::vector<Event> events;
+    while (host->Busy()) {
+      host->WaitForWork(1000000);
+      host->Poll(&events);
+    }
+    host->Poll(&events);
   }
   static std::vector<uint64_t> SessionBlocks(uint64_t session, uint64_t checkpoints) {
     std::vector<uint64_t> blocks(checkpoints * kBlocksBetweenCheckpoints + 3);
     for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = (session << 20) * 977 + i + 1;
     return blocks;
   }
-  NoCopyDevice device;
-  CostModel cost;
-  MetricsRegistry registry;
-  ServerMetrics metrics;
-  std::unique_ptr<Planner> planner;
+  AdmitRequest Request(std::span<const uint64_t> blocks) {
+    AdmitRequest r;
+    r.blocks = blocks;
+    r.now_ns = 1;
+    r.allocate_pages = [this](uint32_t n, std::vector<uint32_t>* out) {
+      return pool->Allocate(n, out);
+    };
+    r.state = lane->buffers;
+    return r;
+  }
+  ModelProfile profile;
+  std::shared_ptr<device::TransferEngine> engine;
+  std::unique_ptr<sim::KvPool> pool;
+  std::unique_ptr<Host> host;
+  std::unique_ptr<sim::KvPool::StateSet> lane;
+  Catalog catalog;
   uint64_t sessions = 0;
+  uint64_t sealed = 0;
 };
 
 World& SharedWorld(uint64_t entries) {
   static std::unique_ptr<World> world;
-  if (!world || world->planner->catalog().size() != entries) {
+  if (!world || world->sealed != entries) {
     world = std::make_unique<World>(entries);
   }
   return *world;
@@ -110,13 +138,13 @@ void BM_AdmitHit(benchmark::State& state) {
   for (auto _ : state) {
     const std::vector<uint64_t>& blocks = requests[i++ % requests.size()];
     const auto t0 = std::chrono::steady_clock::now();
-    AdmissionResult r = w.planner->Admit(blocks, 1);
+    Admission r = w.host->Admit(w.Request(blocks));
     latency.Add(std::chrono::steady_clock::now() - t0);
     if (r.outcome != Outcome::kDeviceHit) state.SkipWithError("expected a device hit");
-    w.planner->Release(r.entry);
+    w.host->Release(r.id);
   }
   latency.Report(state);
-  state.counters["entries"] = double(w.planner->catalog().size());
+  state.counters["entries"] = double(w.sealed);
   state.counters["request_blocks"] = double(requests[0].size());
 }
 
@@ -132,7 +160,7 @@ void BM_AdmitMiss(benchmark::State& state) {
   for (auto _ : state) {
     const std::vector<uint64_t>& blocks = requests[i++ % requests.size()];
     const auto t0 = std::chrono::steady_clock::now();
-    AdmissionResult r = w.planner->Admit(blocks, 1);
+    Admission r = w.host->Admit(w.Request(blocks));
     latency.Add(std::chrono::steady_clock::now() - t0);
     if (r.outcome != Outcome::kRootPrefill) state.SkipWithError("expected a miss");
   }
@@ -144,11 +172,11 @@ void BM_AdmitMiss(benchmark::State& state) {
 void BM_CatalogFind(benchmark::State& state) {
   World& w = SharedWorld(static_cast<uint64_t>(state.range(0)));
   std::vector<tier_key> keys;
-  for (CheckpointEntry* e : w.planner->catalog().Entries()) keys.push_back(e->key);
+  for (CheckpointEntry* e : w.catalog.Entries()) keys.push_back(e->key);
   std::shuffle(keys.begin(), keys.end(), std::mt19937_64(2));
   size_t i = 0;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(w.planner->catalog().Find(keys[i++ % keys.size()]));
+    benchmark::DoNotOptimize(w.catalog.Find(keys[i++ % keys.size()]));
   }
 }
 
@@ -169,7 +197,7 @@ void BM_CatalogLongestPrefix(benchmark::State& state) {
     const size_t r = i++ % requests.size();
     const auto t0 = std::chrono::steady_clock::now();
     benchmark::DoNotOptimize(
-        w.planner->catalog().LongestPrefixMatches(requests[r], hashes[r], limit));
+        w.catalog.LongestPrefixMatches(requests[r], hashes[r], limit));
     latency.Add(std::chrono::steady_clock::now() - t0);
   }
   latency.Report(state);

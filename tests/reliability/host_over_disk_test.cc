@@ -1,23 +1,24 @@
-// The planner over the real disk provider (libtier_faultydisk.so: the disk core with its fault
-// seams driven by options). When the disk fails a spill, the planner keeps the Host copy and both
-// the planner's and the provider's metrics count it; when it fails a restore, the admission
+// HostOverDisk: the Host over the real disk provider (libtier_faultydisk.so: the disk core with
+// its fault seams driven by options). When the disk fails a spill, the Host keeps its Host copy
+// and both its metrics and the provider's count it; when it fails a restore, the admission
 // prefills from the root and the cold copy stays; a damaged cold file is never served.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include "disk_test_util.h"
-#include "planner_fixture.h"
+#include <tier/host/identity.h>
 
-namespace tier::test {
+#include "host_fixture.h"
+
+namespace tier::host::test {
 namespace {
 
 using disk::test::FileBytes;
 using disk::test::ListDir;
 using disk::test::TempDir;
 
-constexpr uint8_t kH = kHost, kC = kCold;
 
-class PlannerOverDisk : public PlannerTest {
+class HostOverDisk : public HostTest {
  protected:
   ProviderOptions DiskOptions(const std::string& fault = "") {
     ProviderOptions o = {{"dir", tmp_.Sub("tier")},   {"capacity_bytes", "67108864"},
@@ -26,14 +27,14 @@ class PlannerOverDisk : public PlannerTest {
     if (!fault.empty()) o.push_back({"fault", fault});
     return o;
   }
-  void BuildOverDisk(const std::string& fault = "") {
-    Build(TIER_FAULTYDISK_PLUGIN_PATH, DiskOptions(fault), Bytes(1) * 3 / 2, Bytes(1) * 5 / 2);
+  void OpenOverDisk(const std::string& fault = "") {
+    Open(TIER_FAULTYDISK_PLUGIN_PATH, DiskOptions(fault), Bytes(1) * 3 / 2, Bytes(1) * 5 / 2);
   }
   // a, b, c, d sealed one after the other: Device holds one, Host two, so a (then b, when a's
   // spill fails) is pushed from Host towards Cold.
   void SealFour() {
     for (const auto& blocks : {a_, b_, c_, d_}) {
-      ASSERT_NE(Seal(blocks, blocks[0] / 10), nullptr);
+      ASSERT_TRUE(Seal(blocks, blocks[0] / 10));
     }
   }
   // Names in the tier directory other than LOCK and quarantine/.
@@ -53,18 +54,18 @@ class PlannerOverDisk : public PlannerTest {
                               d_ = Blocks(40, 1);
 };
 
-TEST_F(PlannerOverDisk, SpillsReachColdWhenNothingFails) {
-  BuildOverDisk();
+TEST_F(HostOverDisk, SpillsReachColdWhenNothingFails) {
+  OpenOverDisk();
   SealFour();
-  EXPECT_EQ(planner_->totals().spill_failures, 0u);
+  EXPECT_EQ(host_->Stats().spill_failures, 0u);
   EXPECT_EQ(PlacementsOf(a_), kC) << "the least valuable went all the way down";
   EXPECT_EQ(PlacementsOf(b_), kH);
   EXPECT_EQ(Files().size(), 1u);
   EXPECT_EQ(ProviderCounter("tier_cold_spills_total", "ok"), 1);
-  AdmissionResult admission = planner_->Admit(a_, 10000000000ull);
+  Admission admission = AdmitAndWait(a_, 10);
   EXPECT_EQ(admission.outcome, Outcome::kColdRestore);
-  EXPECT_EQ(planner_->totals().mismatched_restores, 0u);
-  planner_->Release(admission.entry);
+  EXPECT_EQ(mismatched_, 0u);
+  Release(admission);
 }
 
 struct FaultCase {
@@ -77,35 +78,34 @@ void PrintTo(const FaultCase& c, std::ostream* os) {
   *os << c.fault;
 }
 
-class PlannerOverFailingDisk : public PlannerOverDisk,
+class HostOverFailingDisk : public HostOverDisk,
                                public ::testing::WithParamInterface<FaultCase> {};
 
-TEST_P(PlannerOverFailingDisk, KeepsTheHostCopyAndCountsTheFailure) {
-  BuildOverDisk(GetParam().fault);
+TEST_P(HostOverFailingDisk, KeepsTheHostCopyAndCountsTheFailure) {
+  OpenOverDisk(GetParam().fault);
   SealFour();
-  // As PlannerTest.FailedSpillKeepsTheHostCopy, with the real disk provider failing underneath.
-  EXPECT_EQ(planner_->totals().spill_failures, 2u) << "a and b both tried";
-  EXPECT_EQ(Counter(R"(tier_spill_failures_total{action="kept_host"})"), 2);
+  // As HostPressure.FailedSpillKeepsTheHostCopyAndBacksOff, with the real disk provider failing
+  // underneath: one failure, then spills back off and room is made by value.
+  EXPECT_EQ(host_->Stats().spill_failures, 1u);
+  EXPECT_EQ(Counter(R"(tier_spill_failures_total{action="kept_host"})"), 1);
   EXPECT_EQ(Counter(R"(tier_spill_failures_total{action="dropped"})"), 1);
-  EXPECT_EQ(ProviderCounter("tier_cold_spills_total", GetParam().result), 2)
-      << "the provider counts each failed spill by its status";
+  EXPECT_EQ(ProviderCounter("tier_cold_spills_total", GetParam().result), 1)
+      << "the provider counts the failed spill by its status";
   EXPECT_EQ(ProviderCounter("tier_cold_spills_total", "ok"), 0);
   EXPECT_EQ(PlacementsOf(a_), 0);
   EXPECT_EQ(PlacementsOf(b_), kH) << "its spill failed: the Host copy is kept, not lost";
-  EXPECT_EQ(planner_->catalog().entries_in(kCold), 0u);
+  EXPECT_EQ(host_->Stats().cold_entries, 0u);
   EXPECT_EQ(Files(), std::vector<std::string>{}) << "nothing partial on disk";
-  auto stats = instance_->Stats();
-  ASSERT_TRUE(stats.ok());
-  EXPECT_EQ(stats.value().entries, 0u);
-  EXPECT_EQ(stats.value().used_bytes, 0u);
-  AdmissionResult admission = planner_->Admit(b_, 5000000000ull);
+  EXPECT_EQ(Counter(R"(tier_cold_entries{provider="disk"})"), 0);
+  EXPECT_EQ(Counter(R"(tier_cold_used_bytes{provider="disk"})"), 0);
+  Admission admission = AdmitAndWait(b_, 5);
   EXPECT_EQ(admission.outcome, Outcome::kHostRestore) << "the kept copy serves the request";
-  EXPECT_EQ(planner_->totals().mismatched_restores, 0u);
-  planner_->Release(admission.entry);
+  EXPECT_EQ(mismatched_, 0u);
+  Release(admission);
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Faults, PlannerOverFailingDisk,
+    Faults, HostOverFailingDisk,
     ::testing::Values(FaultCase{"write_eio", "write:1:100000:EIO", "io_error"},
                       FaultCase{"write_enospc", "write:1:100000:ENOSPC", "no_space"},
                       FaultCase{"short_write", "write:1:100000:short", "io_error"},
@@ -117,28 +117,28 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultCase{"fsync_dir_eio", "fsync_dir:1:100000:EIO", "io_error"}),
     [](const auto& info) { return std::string(info.param.name); });
 
-TEST_F(PlannerOverDisk, RestoreReadErrorPrefillsFromTheRootAndKeepsTheColdCopy) {
-  BuildOverDisk("read:1:1:EIO");  // the first read of the first restore fails, then the disk heals
+TEST_F(HostOverDisk, RestoreReadErrorPrefillsFromTheRootAndKeepsTheColdCopy) {
+  OpenOverDisk("read:1:1:EIO");  // the first read of the first restore fails, then the disk heals
   SealFour();
   ASSERT_EQ(PlacementsOf(a_), kC);
-  AdmissionResult failed = planner_->Admit(a_, 10000000000ull);
+  Admission failed = AdmitAndWait(a_, 10);
   EXPECT_EQ(failed.outcome, Outcome::kRootPrefill);
   EXPECT_EQ(failed.root_reason, RootReason::kRestoreFailed);
   EXPECT_EQ(Counter(R"(tier_root_prefills_total{reason="restore_failed"})"), 1);
   EXPECT_EQ(ProviderCounter("tier_cold_restores_total", "io_error"), 1);
   EXPECT_EQ(PlacementsOf(a_), kC) << "an I/O error is not corruption: the cold copy stays";
-  AdmissionResult retried = planner_->Admit(a_, 11000000000ull);
+  Admission retried = AdmitAndWait(a_, 11);
   EXPECT_EQ(retried.outcome, Outcome::kColdRestore);
-  EXPECT_EQ(planner_->totals().mismatched_restores, 0u);
-  planner_->Release(retried.entry);
+  EXPECT_EQ(mismatched_, 0u);
+  Release(retried);
 }
 
-TEST_F(PlannerOverDisk, DamagedColdCheckpointIsNeverServed) {
-  BuildOverDisk();
+TEST_F(HostOverDisk, DamagedColdCheckpointIsNeverServed) {
+  OpenOverDisk();
   SealFour();
   ASSERT_EQ(PlacementsOf(a_), kC);
   // Damage a's file on disk behind the provider's back (one byte of its first data block).
-  const tier_key key = PrefixKey("planner-test", a_);
+  const tier_key key = PrefixKey("host-test", a_);
   std::string path;
   for (const std::string& n : Files()) {
     if (n.find(disk::Hex(std::span(key.bytes, TIER_KEY_BYTES))) != std::string::npos) {
@@ -153,16 +153,15 @@ TEST_F(PlannerOverDisk, DamagedColdCheckpointIsNeverServed) {
   byte ^= 0x10;
   ASSERT_EQ(::pwrite(fd, &byte, 1, 4096 + 100), 1);
   ::close(fd);
-  AdmissionResult admission = planner_->Admit(a_, 10000000000ull);
+  Admission admission = AdmitAndWait(a_, 10);
   EXPECT_EQ(admission.outcome, Outcome::kRootPrefill);
   EXPECT_EQ(admission.root_reason, RootReason::kCorrupt);
-  EXPECT_EQ(planner_->totals().mismatched_restores, 0u)
-      << "the provider caught it: no wrong byte reached the planner";
-  EXPECT_EQ(Find(a_), nullptr) << "its only copy was damaged: it leaves the catalog";
+  EXPECT_EQ(verified_, 0u) << "the provider caught it: no wrong byte reached the server";
+  EXPECT_FALSE(Info(a_).has_value()) << "its only copy was damaged: it leaves the catalog";
   EXPECT_EQ(FileBytes(path), static_cast<uint64_t>(-1));
   EXPECT_EQ(ListDir(tmp_.Sub("tier/quarantine")).size(), 1u);
   EXPECT_EQ(Counter(R"(tier_cold_data_loss_total{provider="disk",where="restore"})"), 1);
 }
 
 }  // namespace
-}  // namespace tier::test
+}  // namespace tier::host::test
