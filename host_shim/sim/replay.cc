@@ -4,11 +4,14 @@
 #include <tier/host/identity.h>
 #include <tier/host/log.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <deque>
 #include <queue>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -52,6 +55,35 @@ double Percentile(std::vector<double> values, double p) {
   return values[std::min(rank, values.size() - 1)];
 }
 
+// Times one call on the scheduler thread, and tells a call that blocked (the thread gave up the
+// CPU: a voluntary context switch, as waiting on a lock, a condition or I/O does) from one that
+// was only preempted by other threads on a busy machine (an involuntary switch).
+class StallClock {
+ public:
+  template <typename F>
+  auto operator()(F&& call) {
+    struct Stop {
+      StallClock* self;
+      std::chrono::steady_clock::time_point start;
+      long voluntary;
+      ~Stop() {
+        self->stalls_ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count());
+        if (Voluntary() != voluntary) ++self->blocked_calls;
+      }
+    } stop{this, std::chrono::steady_clock::now(), Voluntary()};
+    return call();
+  }
+  static long Voluntary() {
+    rusage usage{};
+    getrusage(RUSAGE_THREAD, &usage);
+    return usage.ru_nvcsw;
+  }
+  std::vector<double> stalls_ms;
+  uint64_t blocked_calls = 0;
+};
+
 class Engine {
  public:
   Engine(const Workload& workload, Host& host, KvPool& pool, const CostModel& cost,
@@ -86,6 +118,13 @@ class Engine {
   void ResolvePending();
   void Progress(bool final);
   void Count(const Admission& admission);
+  bool Wall() const { return o_.clock == ReplayOptions::Clock::kWall; }
+  // kWall: the virtual time the wall clock has reached.
+  uint64_t WallVirtualNs() const;
+  void HandleEvent(const Event& event);
+  void StartQueued();
+  void RunVirtual();
+  void RunWall();
 
   const Workload& w_;
   Host& host_;
@@ -106,8 +145,16 @@ class Engine {
   uint64_t now_ns_ = 0;
   uint32_t busy_ = 0;
   std::chrono::steady_clock::time_point last_progress_;
+  std::chrono::steady_clock::time_point wall_start_;
+  StallClock timed_;
   ReplayReport report_;
 };
+
+uint64_t Engine::WallVirtualNs() const {
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
+  return static_cast<uint64_t>(wall_s * o_.time_scale * 1e9);
+}
 
 void Engine::Count(const Admission& a) {
   switch (a.outcome) {
@@ -143,7 +190,7 @@ bool Engine::AllocatePages(uint32_t count, std::vector<uint32_t>* pages) {
 void Engine::PumpHost(uint64_t wait_ns) {
   if (wait_ns > 0) host_.WaitForWork(wait_ns);
   std::vector<tier::Event> events;
-  host_.Poll(&events);
+  timed_([&] { host_.Poll(&events); });
   for (tier::Event& e : events) {
     switch (e.kind) {
       case tier::Event::kAdmissionReady:
@@ -176,7 +223,7 @@ void Engine::ResolvePending() {
   // hold at every event. What a restore costs is charged to its request (measured x scale).
   while (!pending_.empty() || host_.Busy()) {
     if (Stopped()) {
-      for (const auto& [id, index] : pending_) host_.Cancel(id);
+      for (const auto& [id, index] : pending_) timed_([&] { return host_.Cancel(id); });
     }
     PumpHost(10 * 1000 * 1000);
   }
@@ -199,7 +246,7 @@ void Engine::Start(size_t index) {
     return pool_.Allocate(count, pages);
   };
   request.state = s.state->buffers;
-  Admission a = host_.Admit(request);
+  Admission a = timed_([&] { return host_.Admit(request); });
   if (a.state == AdmissionState::kPending) {
     ++report_.pending_admissions;
     pending_[a.id] = index;
@@ -222,7 +269,7 @@ bool Engine::Verify(size_t index, const Admission& a) {
                      KvPool::CheckState(a.key, *service_[index].state);
   ++report_.verified_restores;
   if (!exact) ++report_.mismatched_restores;
-  host_.ReportVerification(a.id, exact);
+  timed_([&] { host_.ReportVerification(a.id, exact); });
   return exact;
 }
 
@@ -239,7 +286,7 @@ void Engine::Admitted(size_t index, const Admission& admission) {
       Log(TIER_LOG_ERROR, "replay: a restored checkpoint did not hold its bytes; prefilling");
       pool_.Unref(s.pages);
       s.pages.clear();
-      host_.Release(a.id);
+      timed_([&] { host_.Release(a.id); });
       s.admission_id = 0;
       a.outcome = Outcome::kRootPrefill;
       a.root_reason = RootReason::kCorrupt;
@@ -266,11 +313,20 @@ void Engine::Admitted(size_t index, const Admission& admission) {
   s.pages.insert(s.pages.end(), fresh.begin(), fresh.end());
 
   uint64_t admission_ns = 0;
+  if (Wall()) {
+    // The restore's real time has passed already: the request starts from now.
+    now_ns_ = std::max(now_ns_, WallVirtualNs());
+    admission_ns = s.start_ns < now_ns_ ? now_ns_ - s.start_ns : 0;
+  }
   if (a.prefetched) {
     report_.prefetch_hidden_seconds +=
         static_cast<double>(a.prefetch_hidden_ns * host_.options().bytes_scale) / 1e9;
   }
-  if (a.outcome == Outcome::kColdRestore) {
+  if (Wall()) {
+    admission_ns += a.outcome == Outcome::kDeviceHit || a.outcome == Outcome::kRootPrefill
+                        ? 0
+                        : a.transfer_model_ns;
+  } else if (a.outcome == Outcome::kColdRestore) {
     // Measured wall time of the real (scaled) restore, scaled back to the logical size.
     admission_ns = a.cold_restore_ns * host_.options().bytes_scale + a.transfer_model_ns;
   } else if (a.outcome == Outcome::kHostRestore) {
@@ -319,7 +375,7 @@ void Engine::SealCheckpoint(size_t index, std::span<const uint64_t> blocks, bool
   seal.pages = std::span(s.pages).first(std::min<size_t>(pages, s.pages.size()));
   seal.state = state->buffers;
   seal.now_ns = now_ns_;
-  Sealed sealed = host_.Seal(seal);
+  Sealed sealed = timed_([&] { return host_.Seal(seal); });
   if (!sealed.status.ok() || sealed.existed) return;  // `state` is not read: freed here
   pool_.HeldByHost(seal.pages);
   sealing_[sealed.id] = std::move(state);
@@ -344,7 +400,7 @@ void Engine::Complete(size_t index) {
     SealCheckpoint(index, r.seal_blocks, false, std::move(s.state));
   }
   s.state.reset();
-  if (s.admission_id != 0) host_.Release(s.admission_id);
+  if (s.admission_id != 0) timed_([&] { host_.Release(s.admission_id); });
   s.admission_id = 0;
   pool_.Unref(s.pages);
   s.pages.clear();
@@ -359,47 +415,94 @@ void Engine::Complete(size_t index) {
   }
 }
 
-ReplayReport Engine::Run() {
-  const auto wall_start = std::chrono::steady_clock::now();
-  last_progress_ = wall_start;
-  for (size_t i = 0; i < w_.requests.size(); ++i) {
-    if (!w_.requests[i].after) events_.push({w_.requests[i].arrival_ns, EventType::kArrival, i});
+void Engine::HandleEvent(const Event& event) {
+  now_ns_ = std::max(now_ns_, event.time_ns);
+  if (event.type == EventType::kArrival) {
+    arrival_ns_[event.request] = event.time_ns;
+    if (!Stopped()) queue_.push_back(event.request);
+  } else if (event.type == EventType::kPrefetch) {
+    if (!Stopped() && timed_([&] {
+          return host_.Prefetch(w_.requests[event.request].blocks, now_ns_);
+        }) != 0) {
+      ++report_.prefetch_hints;
+    }
+  } else {
+    --busy_;
+    Complete(event.request);
   }
+}
+
+void Engine::StartQueued() {
+  while (busy_ < std::max<uint32_t>(1, o_.max_concurrency) && !queue_.empty()) {
+    const size_t next = queue_.front();
+    queue_.pop_front();
+    ++busy_;
+    Start(next);
+  }
+}
+
+void Engine::RunVirtual() {
   while (!events_.empty() || !pending_.empty()) {
     ResolvePending();
     if (events_.empty()) break;
-    if (Stopped() && busy_ == 0) {
-      report_.interrupted = true;
-      break;
-    }
+    if (Stopped() && busy_ == 0) break;
     const Event event = events_.top();
     events_.pop();
-    now_ns_ = std::max(now_ns_, event.time_ns);
-    if (event.type == EventType::kArrival) {
-      arrival_ns_[event.request] = event.time_ns;
-      if (!Stopped()) queue_.push_back(event.request);
-    } else if (event.type == EventType::kPrefetch) {
-      if (!Stopped() && host_.Prefetch(w_.requests[event.request].blocks, now_ns_) != 0) {
-        ++report_.prefetch_hints;
-      }
-    } else {
-      --busy_;
-      Complete(event.request);
-    }
-    while (busy_ < std::max<uint32_t>(1, o_.max_concurrency) && !queue_.empty()) {
-      const size_t next = queue_.front();
-      queue_.pop_front();
-      ++busy_;
-      Start(next);
-    }
+    HandleEvent(event);
+    StartQueued();
     PumpHost(0);
     Progress(false);
   }
+}
+
+void Engine::RunWall() {
+  // One scheduler thread: every iteration polls the Host, handles what is due, starts queued
+  // requests and lets the lanes step; nothing in it waits for a restore.
+  while (!events_.empty() || !pending_.empty()) {
+    if (Stopped()) {
+      for (const auto& [id, index] : pending_) timed_([&] { return host_.Cancel(id); });
+      if (busy_ == 0 && pending_.empty()) break;
+    }
+    PumpHost(0);
+    const uint64_t now = WallVirtualNs();
+    while (!events_.empty() && events_.top().time_ns <= now) {
+      const Event event = events_.top();
+      events_.pop();
+      HandleEvent(event);
+    }
+    now_ns_ = std::max(now_ns_, now);
+    StartQueued();
+    const uint32_t decoding = busy_ - static_cast<uint32_t>(pending_.size());
+    if (!pending_.empty() && decoding > 0) ++report_.lane_steps_during_restores;
+    Progress(false);
+    // A lane step (at most 1 ms of wall time), or less when the next event is due sooner.
+    uint64_t sleep_ns = 1000000;
+    if (!events_.empty() && events_.top().time_ns > now) {
+      sleep_ns = std::min<uint64_t>(
+          sleep_ns, static_cast<uint64_t>(static_cast<double>(events_.top().time_ns - now) /
+                                          o_.time_scale));
+    }
+    std::this_thread::sleep_for(std::chrono::nanoseconds(sleep_ns));
+  }
+}
+
+ReplayReport Engine::Run() {
+  wall_start_ = std::chrono::steady_clock::now();
+  last_progress_ = wall_start_;
+  for (size_t i = 0; i < w_.requests.size(); ++i) {
+    if (!w_.requests[i].after) events_.push({w_.requests[i].arrival_ns, EventType::kArrival, i});
+  }
+  if (Wall()) {
+    RunWall();
+  } else {
+    RunVirtual();
+  }
   // Spills and prefetches still in flight finish (each bounded by the provider deadline).
   while (host_.Busy()) PumpHost(10 * 1000 * 1000);
-  report_.interrupted = report_.interrupted || Stopped();
+  report_.interrupted = Stopped();
   Progress(true);
   report_.workload = w_.name;
+  report_.clock = Wall() ? "wall" : "virtual";
   report_.requests = w_.requests.size();
   report_.ttft_p50_s = Percentile(ttfts_, 0.50);
   report_.ttft_p99_s = Percentile(ttfts_, 0.99);
@@ -409,8 +512,15 @@ ReplayReport Engine::Run() {
   report_.host = host_.Stats();
   report_.restore_exact = report_.mismatched_restores == 0;
   report_.provider_calls_outside_admission = report_.host.provider_calls_outside_admission;
+  report_.tier_calls = timed_.stalls_ms.size();
+  report_.blocked_tier_calls = timed_.blocked_calls;
+  report_.scheduler_stall_p99_ms = Percentile(timed_.stalls_ms, 0.99);
+  report_.scheduler_stall_max_ms =
+      timed_.stalls_ms.empty()
+          ? 0
+          : *std::max_element(timed_.stalls_ms.begin(), timed_.stalls_ms.end());
   report_.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
   return report_;
 }
 
@@ -464,7 +574,7 @@ uint32_t ReplayPoolPages(const Workload& workload, const ModelProfile& profile,
   (void)bytes_scale;
   // Parked pages may overshoot the budget while demotions run; each lane holds a request and a
   // shared prefix it publishes.
-  const uint64_t pages = 2 * parked_pages + 2 * (lanes + 1) * request_pages + 64;
+  const uint64_t pages = 2 * parked_pages + (lanes + 1) * request_pages + 64;
   return static_cast<uint32_t>(std::min<uint64_t>(pages, 1u << 30));
 }
 

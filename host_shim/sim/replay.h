@@ -36,6 +36,13 @@ struct ReplayOptions {
   // Set from another thread (a signal) to stop early: pending admissions are cancelled, requests
   // in service finish, the report says it was interrupted.
   const std::atomic<bool>* stop = nullptr;
+  // kVirtual: the cost model's time, restores charged at measured time x bytes scale, the replay
+  // waits for what is in flight before virtual time moves on. kWall: lanes run on the wall clock
+  // (virtual = wall x time_scale), the scheduler never waits: it polls, admits and steps its lanes
+  // while restores fly, as a server does; the report gives its longest stall in a tier call.
+  enum class Clock { kVirtual, kWall };
+  Clock clock = Clock::kVirtual;
+  double time_scale = 1;  // kWall: virtual seconds per wall second
 };
 
 struct ReplayReport {
@@ -66,6 +73,14 @@ struct ReplayReport {
   uint64_t verified_restores = 0;
   uint64_t mismatched_restores = 0;
   uint64_t provider_calls_outside_admission = 0;  // must be 0: no cold I/O while decoding
+  // The scheduler thread's time inside tier calls (Admit, Poll, Seal, Release, Prefetch, Cancel,
+  // ReportVerification), per call; and (kWall) lane steps taken while a restore was pending.
+  std::string clock = "virtual";
+  double scheduler_stall_max_ms = 0;
+  double scheduler_stall_p99_ms = 0;
+  uint64_t tier_calls = 0;
+  uint64_t blocked_tier_calls = 0;  // calls in which the scheduler thread gave up the CPU
+  uint64_t lane_steps_during_restores = 0;
   HostStats host;
   bool restore_exact = true;  // every restored page and state buffer held the expected bytes
   bool interrupted = false;   // stopped early (SIGINT): a partial report

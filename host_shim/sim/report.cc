@@ -66,6 +66,12 @@ nlohmann::json ReportJson(const ReplayReport& r) {
           {"mismatched_restores", r.mismatched_restores},
           {"restore_exact", r.restore_exact},
           {"provider_calls_outside_admission", r.provider_calls_outside_admission},
+          {"clock", r.clock},
+          {"tier_calls", r.tier_calls},
+          {"blocked_tier_calls", r.blocked_tier_calls},
+          {"scheduler_stall_max_ms", r.scheduler_stall_max_ms},
+          {"scheduler_stall_p99_ms", r.scheduler_stall_p99_ms},
+          {"lane_steps_during_restores", r.lane_steps_during_restores},
           {"virtual_seconds", r.virtual_seconds},
           {"wall_seconds", r.wall_seconds}};
 }
@@ -133,6 +139,14 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
         << Fixed(r.prefetch_hidden_seconds, 1)
         << " s of restore time taken off requests\n";
   }
+  out << "scheduler thread (" << r.provider << ", " << r.clock << " clock): " << r.tier_calls
+      << " tier calls, longest " << Fixed(r.scheduler_stall_max_ms, 3) << " ms, p99 "
+      << Fixed(r.scheduler_stall_p99_ms, 3) << " ms, " << r.blocked_tier_calls
+      << " that waited (gave up the CPU)";
+  if (r.clock == "wall") {
+    out << ", " << r.lane_steps_during_restores << " lane steps while restores were pending";
+  }
+  out << "\n";
   if (r.interrupted) {
     out << "interrupted: " << r.completed << " of " << r.requests
         << " requests completed; the figures cover those only\n";

@@ -170,6 +170,9 @@ void Host::Impl::UseDeviceCopy(AdmissionOp* op) {
   op->result.pages = e->device_copy->pages;
   op->result.pages_shared = true;
   op->result.state_copy = copied.value().Last();
+  // The copies run on the engine's stream; their handles stay here (dropping the last one would
+  // wait for them on the scheduler thread). Poll() lets go of them once they are done.
+  lane_copies_.push_back(std::move(copied).value());
   Ready(op);
 }
 

@@ -162,6 +162,7 @@ Host::Impl::~Impl() {
   for (Demotion& d : demotions_) d.copy.Wait().IgnoreError();
   for (SealOp& s : seals_) s.copy.Wait().IgnoreError();
   for (auto& [id, op] : ops_) op->copy.Wait().IgnoreError();
+  for (CopyJob& job : lane_copies_) job.Wait().IgnoreError();
   cold_.reset();  // closes the provider
 }
 
@@ -178,6 +179,7 @@ void Host::Impl::Poll(std::vector<Event>* events) {
     const size_t before = out_.size();
     CheckSeals();
     CheckDemotions();
+    std::erase_if(lane_copies_, [](const CopyJob& job) { return job.Done(); });
     std::vector<uint64_t> copying;
     for (auto& [id, op] : ops_) {
       if (op->stage == Stage::kCopy) copying.push_back(id);

@@ -201,6 +201,9 @@ class Host::Impl {
   void ReleasePages(std::span<const uint32_t> pages);
   uint64_t Now() const;  // monotonic wall clock
   uint64_t LogicalOf(uint64_t physical) const { return physical * options_.bytes_scale; }
+  // A checkpoint's logical bytes: its KV and state segments stand for bytes_scale times their
+  // size; the manifests are real data, counted as they are.
+  uint64_t LogicalOf(const std::vector<SegmentSpec>& segments) const;
   uint64_t clock_ns_ = 0;  // the latest server clock seen (recency for background pressure)
 
   HostOptions options_;
@@ -227,6 +230,7 @@ class Host::Impl {
   uint32_t restores_in_flight_ = 0;
   uint32_t max_restores_ = 1;
   std::vector<SealOp> seals_;
+  std::vector<CopyJob> lane_copies_;  // device hits' state copies still running
   std::vector<Demotion> demotions_;
   uint64_t demoting_bytes_ = 0;   // logical bytes of Device copies on their way to Host
   uint64_t releasing_bytes_ = 0;  // logical bytes of Host copies being spilled under pressure

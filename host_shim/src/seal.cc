@@ -119,9 +119,18 @@ std::unique_ptr<CheckpointEntry> Host::Impl::NewEntry(const SealRequest& r, cons
     entry->segments.push_back({TIER_SEGMENT_OTHER, 0, entry->server_manifest.size()});
   }
   for (const SegmentSpec& s : entry->segments) entry->physical_bytes += s.physical_bytes;
-  entry->logical_bytes = LogicalOf(entry->physical_bytes);
+  entry->logical_bytes = LogicalOf(entry->segments);
   entry->prefill_saved_ns = cost_.RootPrefillNs(entry->tokens);
   return entry;
+}
+
+uint64_t Host::Impl::LogicalOf(const std::vector<SegmentSpec>& segments) const {
+  uint64_t logical = 0;
+  for (const SegmentSpec& s : segments) {
+    const bool manifest = s.kind == TIER_SEGMENT_MANIFEST || (s.kind == TIER_SEGMENT_OTHER && s.index == 0);
+    logical += manifest ? s.physical_bytes : LogicalOf(s.physical_bytes);
+  }
+  return logical;
 }
 
 void Host::Impl::WriteManifests(const CheckpointEntry& entry, HostCopy* copy) const {

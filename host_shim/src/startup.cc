@@ -125,7 +125,7 @@ Result<std::unique_ptr<CheckpointEntry>> Host::Impl::EntryFromStored(
   }
   if (!manifest) return Status::InvalidArgument("no manifest segment");
   for (const SegmentSpec& s : entry->segments) entry->physical_bytes += s.physical_bytes;
-  entry->logical_bytes = LogicalOf(entry->physical_bytes);
+  entry->logical_bytes = LogicalOf(entry->segments);
   entry->prefill_saved_ns = cost_.RootPrefillNs(entry->tokens);
   entry->cold_stored_bytes = stored_bytes;
   return entry;

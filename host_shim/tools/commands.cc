@@ -119,6 +119,9 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   run.label = host.value()->provider_name();
   run.prefetch_lead_s = in.replay->prefetch_lead_s;
   run.stop = &g_stop;
+  run.clock = in.replay->clock == "wall" ? sim::ReplayOptions::Clock::kWall
+                                         : sim::ReplayOptions::Clock::kVirtual;
+  run.time_scale = in.replay->time_scale;
   CostModel cost(*in.profile);
   sim::ReplayReport report =
       sim::RunReplay(*in.workload, *host.value(), *pool.value(), cost, in.metrics, run);

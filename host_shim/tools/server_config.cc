@@ -130,6 +130,20 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
       ->capture_default_str()
       ->check(NumberInRange(0, 3600, "seconds"));
   replay
+      .add_option("--clock", c.clock,
+                  "virtual: the cost model's time, restores charged at their measured time x "
+                  "--bytes-scale (fast); wall: lanes run on the wall clock x --time-scale and keep "
+                  "decoding while restores fly; the report gives the scheduler's longest stall "
+                  "in a tier call")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"virtual", "wall"}));
+  replay
+      .add_option("--time-scale", c.time_scale,
+                  "With --clock wall: virtual seconds per wall second (100 = 100x faster than "
+                  "real time; restores still take their real time)")
+      ->capture_default_str()
+      ->check(NumberInRange(0.01, 100000, "virtual seconds per wall second"));
+  replay
       .add_option("--prefetch-lead-s", c.prefetch_lead_s,
                   "Agents: send each turn's prefetch hint this long before the turn (the "
                   "framework saw its tool's result); 0 turns hints off")

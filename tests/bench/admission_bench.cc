@@ -9,6 +9,7 @@
 #include <tier/host/identity.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <random>
 
@@ -22,7 +23,7 @@ namespace {
 constexpr uint64_t kCheckpointsPerSession = 50;
 constexpr uint64_t kBlocksBetweenCheckpoints = 4;  // 4 x 512 tokens
 constexpr uint64_t kTokensPerBlock = 512;
-constexpr uint64_t kScale = 1ull << 40;  // one byte per page, layer and state part
+constexpr uint64_t kScale = 1ull << 20;  // ~one byte per page and layer (a page of a layer: 1 MiB)
 
 ModelProfile SmallProfile() {
   ModelProfile p;
@@ -58,7 +59,7 @@ struct World {
     o.profile = profile;
     o.pool = pool->view();
     o.engine = engine;
-    o.device_capacity_bytes = ~0ull >> 2;
+    o.device_capacity_bytes = ~0ull >> 4;  // every checkpoint stays on Device
     o.host_capacity_bytes = 1ull << 30;
     o.bytes_scale = kScale;
     host = std::move(Host::Open(std::move(o))).value();
@@ -74,7 +75,9 @@ struct World {
         r.tokens = n * kTokensPerBlock;
         r.pages = std::span(session_pages).first(n);
         r.state = lane->buffers;
-        if (host->Seal(r).status.ok()) ++sealed;
+        const Sealed done = host->Seal(r);
+        if (done.status.ok()) ++sealed;
+        else if (sealed == 0) std::fprintf(stderr, "seal: %s\n", done.status.ToString().c_str());
         auto entry = std::make_unique<CheckpointEntry>();  // the same identity, for BM_Catalog*
         entry->key = PrefixKey("bench", r.blocks);
         entry->blocks.assign(r.blocks.begin(), r.blocks.end());
@@ -140,7 +143,11 @@ void BM_AdmitHit(benchmark::State& state) {
     const auto t0 = std::chrono::steady_clock::now();
     Admission r = w.host->Admit(w.Request(blocks));
     latency.Add(std::chrono::steady_clock::now() - t0);
-    if (r.outcome != Outcome::kDeviceHit) state.SkipWithError("expected a device hit");
+    if (r.outcome != Outcome::kDeviceHit) {
+      state.SkipWithError((std::string("expected a device hit, got ") + OutcomeName(r.outcome) +
+                           " (" + RootReasonName(r.root_reason) + ")").c_str());
+      break;
+    }
     w.host->Release(r.id);
   }
   latency.Report(state);

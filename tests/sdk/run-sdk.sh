@@ -70,8 +70,18 @@ case "$mode" in
     ;;
   host)
     configure "$scratch/host" host "${visible[@]}" >/dev/null
-    cmake --build "$scratch/host" --target consumer_host >/dev/null
+    cmake --build "$scratch/host" --target consumer_host consumer_example_server >/dev/null
     "$scratch/host/consumer_host" "$prefix/lib/tier/libtier_null.so"
+    # The example server on the installed disk provider, twice: the second run re-adopts.
+    for run in 1 2; do
+      TIER_PLUGIN_PATH="$prefix/lib/tier" TIER_PROFILE_PATH="$prefix/share/tier/profiles" \
+        "$scratch/host/consumer_example_server" "$scratch/example-cold" > "$scratch/example.$run" 2>&1 || {
+        cat "$scratch/example.$run"; echo "FAIL: the example server (run $run)"; exit 1; }
+    done
+    grep -q 'turn 2: cold_restore, 256 tokens reused' "$scratch/example.1" || {
+      cat "$scratch/example.1"; echo "FAIL: the example did not restore from cold"; exit 1; }
+    grep -q 'turn 0: cold_restore, 256 tokens reused' "$scratch/example.2" || {
+      cat "$scratch/example.2"; echo "FAIL: the restarted example did not re-adopt"; exit 1; }
     ;;
   default)
     configure "$scratch/default" "" "${visible[@]}" | grep 'every component loaded'
