@@ -46,6 +46,7 @@
 #define TIER_IO_PATH_THREADS_DIRECT "threads_direct"
 #define TIER_IO_PATH_THREADS_BUFFERED "threads_buffered"
 #define TIER_IO_PATH_NONE "none"
+#define TIER_IO_PATH_LIBRADOS "librados" /* a RADOS client (the rados provider) */
 
 /* Histogram bucket upper bounds (seconds) for the duration families: 1 ms to 60 s. */
 #define TIER_DURATION_BUCKETS_SECONDS \

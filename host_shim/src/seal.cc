@@ -201,7 +201,9 @@ bool Host::Impl::SealOnDevice(CheckpointEntry* entry, const SealRequest& r,
 
 bool Host::Impl::SealOnHost(CheckpointEntry* entry, const SealRequest& r,
                             std::span<const StateBuffer> state, Sealed* sealed) {
-  if (entry->logical_bytes > options_.host_capacity_bytes) return false;
+  // Larger than the Host budget: only as a way down to a cold tier (the arena is the bound).
+  const bool cold = cold_ != nullptr && cold_capacity_bytes_ > 0;
+  if (entry->logical_bytes > options_.host_capacity_bytes && !cold) return false;
   std::vector<uint64_t> sizes;
   for (const SegmentSpec& s : entry->segments) sizes.push_back(s.physical_bytes);
   auto copy = HostCopy::Allocate(arena_.get(), sizes);

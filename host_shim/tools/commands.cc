@@ -153,6 +153,12 @@ Result<sim::Workload> LoadWorkload(const ReplayConfig& replay) {
 
 }  // namespace
 
+std::string NamespaceFor(const ServerConfig& config, const ModelProfile& profile) {
+  return !config.namespace_id.empty()
+             ? config.namespace_id
+             : profile.LayoutFingerprint() + "/scale" + std::to_string(config.bytes_scale);
+}
+
 int RunCheckCommand(const ServerConfig& config) {
   MetricsRegistry metrics;
   HostServices host(&metrics);
@@ -190,10 +196,7 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
   if (replay_config.wait_for_scrape_s > 0 && config.metrics_addr.empty()) {
     return Fail(kExitUsage, "--wait-for-scrape needs --metrics-addr HOST:PORT");
   }
-  const std::string namespace_id =
-      !config.namespace_id.empty()
-          ? config.namespace_id
-          : profile.value().LayoutFingerprint() + "/scale" + std::to_string(config.bytes_scale);
+  const std::string namespace_id = NamespaceFor(config, profile.value());
   if (Status s = sim::CheckReportPath(replay_config.report_json); !s.ok()) {
     return Fail(kExitUsage, s.message());
   }

@@ -1,6 +1,10 @@
 // commands.h -- what tier-host does once its command line is parsed.
 #pragma once
 
+#include <tier/host/model_profile.h>
+
+#include <string>
+
 #include "server_config.h"
 
 namespace tier {
@@ -9,6 +13,10 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;  // the provider misbehaved / the job failed
 constexpr int kExitUsage = 2;   // bad flags, a plugin that cannot load or open
 constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM stopped a replay (partial report)
+
+// The namespace a replay (or gc) works in: --namespace, else the profile's layout fingerprint and
+// the bytes scale.
+std::string NamespaceFor(const ServerConfig& config, const ModelProfile& profile);
 
 // --check: exercise one provider through every ABI operation.
 int RunCheckCommand(const ServerConfig& config);

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "gc.h"
 #include <tier/host/log.h>
 #include <tier/host/model_profile.h>
 #include "server_config.h"
@@ -28,14 +29,23 @@ int main(int argc, char** argv) {
       "Replay agent sessions or a request trace through catalog, planner and provider "
       "on a virtual clock; print what the cold tier saved");
   tier::AddReplayFlags(*replay, replay_config);
+  tier::GcConfig gc_config;
+  CLI::App* gc = app.add_subcommand(
+      "gc",
+      "Remove the least recently used checkpoints of the namespace from the cold tier until it "
+      "stores at most --keep-gib (an operator's command; safe while servers restore)");
+  tier::AddGcFlags(*gc, gc_config);
   app.footer(
-      "Usage: tier-host [server flags] --check | tier-host [server flags] replay [replay flags]\n"
+      "Usage: tier-host [server flags] --check | tier-host [server flags] replay [replay flags] |"
+      "\n       tier-host [server flags] gc --keep-gib N [--dry-run]\n"
       "Exit status: 0 success, 1 the provider or job failed, 2 bad usage or a plugin that cannot "
-      "be loaded or opened.\nExamples:\n"
+      "be loaded or opened, 130 a replay stopped by SIGINT/SIGTERM (partial report).\nExamples:\n"
       "  tier-host --tier-plugin disk --tier-opt dir=/var/tmp/cold --tier-opt capacity_gib=1 "
       "--check\n"
       "  tier-host --cold-kv-dir ~/cold --cold-kv-gib 200 --bytes-scale 1000 replay --workload "
-      "agents --compare-null");
+      "agents --compare-null\n"
+      "  tier-host --tier-plugin rados --tier-opt conf=/etc/ceph/ceph.conf --tier-opt pool=tier "
+      "gc --keep-gib 512");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -45,7 +55,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "tier-host: %s (see --help)\n", e.what());
+    std::fprintf(stderr, "tier-host: %s (see --help)\n", tier::EscapeForLog(e.what()).c_str());
     return tier::kExitUsage;
   }
   tier_log_level level = TIER_LOG_INFO;
@@ -57,6 +67,7 @@ int main(int argc, char** argv) {
       return tier::kExitOk;
     }
     if (replay->parsed()) return tier::RunReplayCommand(config, replay_config);
+    if (gc->parsed()) return tier::RunGcCommand(config, gc_config);
     if (config.check) return tier::RunCheckCommand(config);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tier-host: internal error: %s\n", e.what());

@@ -5,9 +5,7 @@
 namespace tier::rados {
 namespace {
 constexpr const char* kProvider = "rados";
-constexpr const char* kIoPaths[5] = {TIER_IO_PATH_IO_URING_DIRECT, TIER_IO_PATH_IO_URING_BUFFERED,
-                                     TIER_IO_PATH_THREADS_DIRECT, TIER_IO_PATH_THREADS_BUFFERED,
-                                     TIER_IO_PATH_NONE};
+constexpr const char* kIoPaths[1] = {TIER_IO_PATH_LIBRADOS};  // the only path this provider has
 }  // namespace
 
 RadosMetrics::RadosMetrics(const tier_host_services* host) : host_(host) {
@@ -91,6 +89,7 @@ RadosMetrics::RadosMetrics(const tier_host_services* host) : host_(host) {
     const char* values[2] = {kProvider, kIoPaths[i]};
     io_path_[i] = Series(io_path, values, 2);
   }
+  SetIoPath(TIER_IO_PATH_LIBRADOS);
 }
 
 tier_metric* RadosMetrics::Series(tier_metric_family* family, const char* const* values,

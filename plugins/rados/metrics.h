@@ -45,7 +45,7 @@ class RadosMetrics {
   tier_metric *spill_seconds_ = nullptr, *restore_seconds_ = nullptr;
   tier_metric *used_ = nullptr, *capacity_ = nullptr, *entries_ = nullptr;
   std::array<tier_metric*, 2> data_loss_{};
-  std::array<tier_metric*, 5> io_path_{};
+  std::array<tier_metric*, 1> io_path_{};
 };
 
 }  // namespace tier::rados

@@ -6,6 +6,9 @@
 // PR_SET_PDEATHSIG if it dies.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <sstream>
+
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -82,6 +85,9 @@ class LivePrometheus : public ::testing::Test {
       return;
     }
     disk_plugin_ = new std::string(DiskPluginPath());
+    // Another provider (the rados one, on the ctest fixture's cluster): its server flags, one a
+    // line, in TIER_OBS_SERVER_ARGS (tests/rados/run-live-prometheus.sh sets them).
+    const char* other = std::getenv("TIER_OBS_SERVER_ARGS");
     const std::string dir = dir_->path();
     metrics_port_ = FreeLoopbackPort();
     prometheus_port_ = FreeLoopbackPort();
@@ -119,7 +125,10 @@ class LivePrometheus : public ::testing::Test {
     }
     // The replay: held until Prometheus has scraped every series at zero, then kept up.
     std::vector<std::string> server;
-    if (!disk_plugin_->empty()) {
+    if (other != nullptr && *other != '\0') {
+      std::istringstream lines(other);
+      for (std::string arg; std::getline(lines, arg);) server.push_back(arg);
+    } else if (!disk_plugin_->empty()) {
       server = {"--tier-plugin", *disk_plugin_,   "--cold-kv-dir",
                 dir + "/cold",   "--cold-kv-gib", "64"};
     } else {
