@@ -324,8 +324,8 @@ void Host::Impl::StartRestore(AdmissionOp* op) {
     if (op->stage != Stage::kWaitRoom) {
       op->stage = Stage::kWaitRoom;  // pressure frees host memory; Poll retries
       op->wait_deadline_ns = Now() + options_.provider_timeout_ns;
-      waiting_.push_back(op->id);
     }
+    waiting_.push_back(op->id);  // RetryWaiting took it off the list to retry it
     return;
   }
   std::shared_ptr<HostCopy> staging(std::move(buffers).value().release());
@@ -634,7 +634,7 @@ void Host::Impl::RetryWaiting() {
         waiting_.push_back(id);
       }
     } else if (stage == Stage::kWaitRoom) {
-      StartRestore(op);  // re-queues itself while the arena is full
+      StartRestore(op);  // waits again (re-queued) while the arena is full
     }
   }
 }

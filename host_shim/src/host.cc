@@ -86,7 +86,8 @@ Result<std::unique_ptr<device::HostArena>> MakeArena(const HostOptions& o,
                                                      device::TransferEngine& engine) {
   device::HostArenaOptions arena;
   const uint64_t physical = o.host_capacity_bytes / o.bytes_scale;
-  arena.capacity_bytes = (physical * 2 + (64ull << 20) + 4095) / 4096 * 4096;
+  const uint64_t bound = o.host_memory_bytes != 0 ? o.host_memory_bytes : physical * 2 + (64ull << 20);
+  arena.capacity_bytes = (bound + 4095) / 4096 * 4096;
   arena.chunk_bytes = std::min<uint64_t>(256ull << 20, arena.capacity_bytes);
   auto created = device::HostArena::Create(arena, engine.host_allocator());
   if (!created.ok()) {

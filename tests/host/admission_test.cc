@@ -224,3 +224,39 @@ TEST_F(HostAdmission, TwoRequestsForOneColdCheckpointRestoreItOnce) {
 
 }  // namespace
 }  // namespace tier::host::test
+
+namespace tier::host::test {
+namespace {
+
+using HostAdmission = HostTest;
+
+TEST_F(HostAdmission, RestoreWaitsPendingForHostMemoryAndGoesOnWhenPressureFreesIt) {
+  // Pinned Host memory for one checkpoint only; Host's budget below one: copies go down at once.
+  Open("scripted", {}, Bytes(1) * 3 / 2, Bytes(1) / 2,
+       [](HostOptions& o) { o.host_memory_bytes = 100000; });
+  const auto a = Blocks(10, 1), b = Blocks(20, 1), c = Blocks(30, 1);
+  ASSERT_TRUE(Seal(a, 1));
+  ASSERT_TRUE(Seal(b, 2));
+  ASSERT_TRUE(Seal(c, 3));
+  ASSERT_EQ(PlacementsOf(a), kC);
+  ASSERT_EQ(PlacementsOf(b), kC);
+  Admission first = AdmitAndWait(a, 10);  // its copy now fills the pinned memory
+  ASSERT_EQ(first.state, AdmissionState::kReady);
+  Admission second = Admit(b, 11);
+  ASSERT_EQ(second.state, AdmissionState::kPending);
+  for (int i = 0; i < 50; ++i) {
+    PollOnce();
+    host_->WaitForWork(1000000);
+  }
+  EXPECT_EQ(ended_.count(second.id), 0u) << "waits for memory as pending, does not fail";
+  Release(first);  // a's Host copy may go now (its cold copy stays): b's restore gets the room
+  std::optional<Admission> done = WaitFor(second.id);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->state, AdmissionState::kReady);
+  EXPECT_EQ(done->outcome, Outcome::kColdRestore);
+  EXPECT_TRUE(Check(b, *done));
+  Release(*done);
+}
+
+}  // namespace
+}  // namespace tier::host::test

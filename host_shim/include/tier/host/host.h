@@ -116,6 +116,10 @@ struct HostOptions {
   // Budgets in logical bytes of parked checkpoints (physical bytes x bytes_scale).
   uint64_t device_capacity_bytes = 8ull << 30;
   uint64_t host_capacity_bytes = 16ull << 30;
+  // The hard bound on the Host's pinned memory (physical bytes): Host copies, restores being
+  // staged, demotions and seals in progress. 0 = twice host_capacity_bytes / bytes_scale plus
+  // 64 MiB. An operation that finds it full waits (pending) until pressure frees some.
+  uint64_t host_memory_bytes = 0;
   // For simulators: every byte moved stands for this many bytes of the real model in budgets and
   // in the cost model. 1 for a real server.
   uint64_t bytes_scale = 1;
