@@ -169,7 +169,7 @@ Status HostArena::Release(const HostExtent& extent) {
   if (extent.data == nullptr) {
     return Status::InvalidArgument("host arena: release of a null extent");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = chunks_.upper_bound(extent.data);
   if (it == chunks_.begin()) {
     return Status::InvalidArgument("host arena: extent is not from this arena");
@@ -190,10 +190,15 @@ Status HostArena::Release(const HostExtent& extent) {
   used_bytes_ -= extent.reserved_bytes;
   --live_extents_;
   if (chunk.dedicated) {
-    allocator_->Deallocate(it->first, chunk.bytes);
-    TIER_CHECK(allocated_bytes_ >= chunk.bytes);
-    allocated_bytes_ -= chunk.bytes;
+    // Returned to the system outside the lock: freeing gigabytes of touched pages takes long, and
+    // other threads' Allocate() must not wait for it.
+    std::byte* base = it->first;
+    const std::uint64_t bytes = chunk.bytes;
+    TIER_CHECK(allocated_bytes_ >= bytes);
+    allocated_bytes_ -= bytes;
     chunks_.erase(it);
+    lock.unlock();
+    allocator_->Deallocate(base, bytes);
     return Status::Ok();
   }
   // Insert the range and coalesce with its neighbours.

@@ -55,33 +55,47 @@ double Percentile(std::vector<double> values, double p) {
   return values[std::min(rank, values.size() - 1)];
 }
 
-// Times one call on the scheduler thread, and tells a call that blocked (the thread gave up the
-// CPU: a voluntary context switch, as waiting on a lock, a condition or I/O does) from one that
-// was only preempted by other threads on a busy machine (an involuntary switch).
+// Times one call on the scheduler thread: wall time, the thread's CPU time, and whether it gave up
+// the CPU (a voluntary context switch: it waited, on a lock, a condition or I/O) or was preempted
+// by other threads of a busy machine (an involuntary one). A call that neither waited nor was
+// preempted took exactly its CPU time.
 class StallClock {
  public:
+  struct Mark {
+    std::chrono::steady_clock::time_point wall;
+    double cpu_ms;
+    long voluntary, involuntary;
+  };
   template <typename F>
   auto operator()(F&& call) {
     struct Stop {
       StallClock* self;
-      std::chrono::steady_clock::time_point start;
-      long voluntary;
-      ~Stop() {
-        self->stalls_ms.push_back(
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                .count());
-        if (Voluntary() != voluntary) ++self->blocked_calls;
-      }
-    } stop{this, std::chrono::steady_clock::now(), Voluntary()};
+      Mark start;
+      ~Stop() { self->Record(start, Now()); }
+    } stop{this, Now()};
     return call();
   }
-  static long Voluntary() {
+  static Mark Now() {
     rusage usage{};
     getrusage(RUSAGE_THREAD, &usage);
-    return usage.ru_nvcsw;
+    timespec cpu{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    return {std::chrono::steady_clock::now(),
+            static_cast<double>(cpu.tv_sec) * 1e3 + static_cast<double>(cpu.tv_nsec) / 1e6,
+            usage.ru_nvcsw, usage.ru_nivcsw};
+  }
+  void Record(const Mark& a, const Mark& b) {
+    const double wall_ms = std::chrono::duration<double, std::milli>(b.wall - a.wall).count();
+    stalls_ms.push_back(wall_ms);
+    cpu_max_ms = std::max(cpu_max_ms, b.cpu_ms - a.cpu_ms);
+    const bool waited = b.voluntary != a.voluntary, preempted = b.involuntary != a.involuntary;
+    blocked_calls += waited ? 1 : 0;
+    preempted_calls += preempted ? 1 : 0;
+    if (!waited && !preempted) unswitched_max_ms = std::max(unswitched_max_ms, wall_ms);
   }
   std::vector<double> stalls_ms;
-  uint64_t blocked_calls = 0;
+  double cpu_max_ms = 0, unswitched_max_ms = 0;
+  uint64_t blocked_calls = 0, preempted_calls = 0;
 };
 
 class Engine {
@@ -514,6 +528,9 @@ ReplayReport Engine::Run() {
   report_.provider_calls_outside_admission = report_.host.provider_calls_outside_admission;
   report_.tier_calls = timed_.stalls_ms.size();
   report_.blocked_tier_calls = timed_.blocked_calls;
+  report_.preempted_tier_calls = timed_.preempted_calls;
+  report_.scheduler_cpu_max_ms = timed_.cpu_max_ms;
+  report_.scheduler_stall_max_unpreempted_ms = timed_.unswitched_max_ms;
   report_.scheduler_stall_p99_ms = Percentile(timed_.stalls_ms, 0.99);
   report_.scheduler_stall_max_ms =
       timed_.stalls_ms.empty()

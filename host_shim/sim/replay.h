@@ -79,7 +79,10 @@ struct ReplayReport {
   double scheduler_stall_max_ms = 0;
   double scheduler_stall_p99_ms = 0;
   uint64_t tier_calls = 0;
-  uint64_t blocked_tier_calls = 0;  // calls in which the scheduler thread gave up the CPU
+  uint64_t blocked_tier_calls = 0;    // calls in which the scheduler thread gave up the CPU
+  uint64_t preempted_tier_calls = 0;  // calls in which other threads took the CPU from it
+  double scheduler_cpu_max_ms = 0;    // the most CPU time one call took
+  double scheduler_stall_max_unpreempted_ms = 0;  // the longest call that kept the CPU throughout
   uint64_t lane_steps_during_restores = 0;
   HostStats host;
   bool restore_exact = true;  // every restored page and state buffer held the expected bytes

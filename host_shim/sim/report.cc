@@ -69,6 +69,9 @@ nlohmann::json ReportJson(const ReplayReport& r) {
           {"clock", r.clock},
           {"tier_calls", r.tier_calls},
           {"blocked_tier_calls", r.blocked_tier_calls},
+          {"preempted_tier_calls", r.preempted_tier_calls},
+          {"scheduler_cpu_max_ms", r.scheduler_cpu_max_ms},
+          {"scheduler_stall_max_unpreempted_ms", r.scheduler_stall_max_unpreempted_ms},
           {"scheduler_stall_max_ms", r.scheduler_stall_max_ms},
           {"scheduler_stall_p99_ms", r.scheduler_stall_p99_ms},
           {"lane_steps_during_restores", r.lane_steps_during_restores},
@@ -141,8 +144,10 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
   }
   out << "scheduler thread (" << r.provider << ", " << r.clock << " clock): " << r.tier_calls
       << " tier calls, longest " << Fixed(r.scheduler_stall_max_ms, 3) << " ms, p99 "
-      << Fixed(r.scheduler_stall_p99_ms, 3) << " ms, " << r.blocked_tier_calls
-      << " that waited (gave up the CPU)";
+      << Fixed(r.scheduler_stall_p99_ms, 3) << " ms; most CPU in one call "
+      << Fixed(r.scheduler_cpu_max_ms, 3) << " ms; " << r.blocked_tier_calls
+      << " calls waited (gave up the CPU), " << r.preempted_tier_calls
+      << " were preempted by other threads";
   if (r.clock == "wall") {
     out << ", " << r.lane_steps_during_restores << " lane steps while restores were pending";
   }

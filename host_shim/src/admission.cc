@@ -328,7 +328,7 @@ void Host::Impl::StartRestore(AdmissionOp* op) {
     waiting_.push_back(op->id);  // RetryWaiting took it off the list to retry it
     return;
   }
-  std::shared_ptr<HostCopy> staging(std::move(buffers).value().release());
+  std::shared_ptr<HostCopy> staging = releaser_->Own(std::move(buffers).value());
   std::vector<tier_segment> segments;
   for (size_t i = 0; i < e->segments.size(); ++i) {
     const SegmentSpec& s = e->segments[i];

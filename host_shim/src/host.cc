@@ -88,7 +88,10 @@ Result<std::unique_ptr<device::HostArena>> MakeArena(const HostOptions& o,
   const uint64_t physical = o.host_capacity_bytes / o.bytes_scale;
   const uint64_t bound = o.host_memory_bytes != 0 ? o.host_memory_bytes : physical * 2 + (64ull << 20);
   arena.capacity_bytes = (bound + 4095) / 4096 * 4096;
-  arena.chunk_bytes = std::min<uint64_t>(256ull << 20, arena.capacity_bytes);
+  // One chunk of the whole bound, taken at the first allocation and kept: returning gigabytes to
+  // the system (and asking for them again) holds the process's memory map lock long enough to
+  // stall every thread, the scheduler's included. A server pins its Host budget up front anyway.
+  arena.chunk_bytes = arena.capacity_bytes;
   auto created = device::HostArena::Create(arena, engine.host_allocator());
   if (!created.ok()) {
     return Status::NoSpace("host arena of " + std::to_string(arena.capacity_bytes) +
@@ -156,6 +159,7 @@ Host::Impl::~Impl() {
     (void)arena_.release();
     (void)services_.release();
     (void)own_metrics_.release();
+    (void)releaser_.release();
     for (auto& [id, op] : ops_) (void)op.release();
     return;
   }
@@ -165,6 +169,11 @@ Host::Impl::~Impl() {
   for (auto& [id, op] : ops_) op->copy.Wait().IgnoreError();
   for (CopyJob& job : lane_copies_) job.Wait().IgnoreError();
   cold_.reset();  // closes the provider
+  catalog_ = Catalog();  // the entries' Host copies go to the releaser
+  ops_.clear();
+  demotions_.clear();
+  seals_.clear();
+  releaser_.reset();  // frees them all before the arena goes
 }
 
 uint64_t Host::Impl::Now() const {

@@ -31,6 +31,7 @@
 #include "device_tier.h"
 #include "event_queue.h"
 #include "policy.h"
+#include "releaser.h"
 #include "server_metrics.h"
 
 namespace tier {
@@ -220,6 +221,7 @@ class Host::Impl {
   bool shared_tier_ = false;          // TIER_CAP_SHARED with a probe slot
   std::unique_ptr<DeviceTier> device_;
   std::unique_ptr<device::HostArena> arena_;
+  std::unique_ptr<Releaser> releaser_ = std::make_unique<Releaser>();  // frees Host copies
   Catalog catalog_;
   PolicyOrder policy_;
   HostStats stats_;

@@ -89,7 +89,7 @@ void Host::Impl::StartDemotion(CheckpointEntry* e) {
     Drop(e, "device", IoPhase::kPressure);  // Host cannot take it: it leaves
     return;
   }
-  std::shared_ptr<HostCopy> host_copy(std::move(copy).value().release());
+  std::shared_ptr<HostCopy> host_copy = releaser_->Own(std::move(copy).value());
   auto gathered = device_->ToHost(e->device_copy->pages, {}, *host_copy);
   auto state = gathered.ok() ? device_->DeviceStateToHost(*e->device_copy, *host_copy)
                              : Result<CopyJob>(gathered.status());

@@ -208,7 +208,7 @@ bool Host::Impl::SealOnHost(CheckpointEntry* entry, const SealRequest& r,
   for (const SegmentSpec& s : entry->segments) sizes.push_back(s.physical_bytes);
   auto copy = HostCopy::Allocate(arena_.get(), sizes);
   if (!copy.ok()) return false;
-  std::shared_ptr<HostCopy> host_copy(std::move(copy).value().release());
+  std::shared_ptr<HostCopy> host_copy = releaser_->Own(std::move(copy).value());
   auto job = device_->ToHost(r.pages, state, *host_copy);
   if (!job.ok()) {
     Log(TIER_LOG_WARN, "host: sealing " + KeyHex(entry->key) + ": " + job.status().ToString());
