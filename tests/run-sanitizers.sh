@@ -3,7 +3,7 @@
 #  - AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included): the whole project and
 #    every ctest suite, minus the exclusions listed below with their reasons;
 #  - ThreadSanitizer: the concurrency tests (the disk provider's suites, Stress, CrashRecovery,
-#    the AbiConformance suite against the disk provider).
+#    the AbiConformance suite against the disk provider, the Host library's suites).
 # Usable by CI (.ci/run) and by developers.
 set -euo pipefail
 
@@ -80,13 +80,19 @@ asan_targets=(abi/all host_shim/all plugins/all tests/all tier-device-bench)
 #    quiet about librados (checked: connect, I/O, shutdown report nothing), and they start their
 #    own single-node cluster in build-asan/tests/rados/cluster (~110 s in all, one at a time under
 #    RESOURCE_LOCK ceph_cluster). Without the ceph binaries they skip, saying why.
-asan_exclude='^OutOfTree\.|^Replay\.MooncakeTraceRestoresFromColdExactly$'
+#  SdkPackage.*, ProviderSymbols.*: build consumer projects against an installed SDK without the
+#    sanitizer runtime, and read the providers' symbol tables (the instrumented ones carry the
+#    sanitizer's): both check packaging, which the normal build checks.
+asan_exclude='^OutOfTree\.|^SdkPackage\.|^ProviderSymbols\.|^Replay\.MooncakeTraceRestoresFromColdExactly$'
 
 # The concurrency tests (ctest -R regex): every suite of the disk provider (thread pools, io_uring
 # completions, remove racing restore, close with operations in flight), the reliability suites
 # that run threads or processes, and AbiConformance against the disk provider.
-tsan_targets=(tier_disk tier_disk_tests tier_reliability_tests tier-conformance)
-tsan_tests='^(DiskPlugin|DiskAbi|FaultInjection|Stress|CrashRecovery|Security)\.|^conformance\.disk'
+# And the Host library's suites: its provider-call threads, event queue and releaser against
+# providers that complete late, never, or from their own threads.
+tsan_targets=(tier_disk tier_disk_tests tier_reliability_tests tier-conformance tier_host_tests
+              tier_testprov_scripted tier_null tier_testprov_wrong_major)
+tsan_tests='^(DiskPlugin|DiskAbi|FaultInjection|Stress|CrashRecovery|Security|HostAdmission|HostPressure|HostOpen)\.|^conformance\.disk'
 
 start=$(date +%s)
 status=0
