@@ -237,7 +237,7 @@ void Engine::ResolvePending() {
   // hold at every event. What a restore costs is charged to its request (measured x scale).
   while (!pending_.empty() || host_.Busy()) {
     if (Stopped()) {
-      for (const auto& [id, index] : pending_) timed_([&] { return host_.Cancel(id); });
+      for (const auto& pending : pending_) timed_([&] { return host_.Cancel(pending.first); });
     }
     PumpHost(10 * 1000 * 1000);
   }
@@ -474,7 +474,7 @@ void Engine::RunWall() {
   // requests and lets the lanes step; nothing in it waits for a restore.
   while (!events_.empty() || !pending_.empty()) {
     if (Stopped()) {
-      for (const auto& [id, index] : pending_) timed_([&] { return host_.Cancel(id); });
+      for (const auto& pending : pending_) timed_([&] { return host_.Cancel(pending.first); });
       if (busy_ == 0 && pending_.empty()) break;
     }
     PumpHost(0);

@@ -317,9 +317,7 @@ void Host::Impl::StartRestore(AdmissionOp* op) {
     Skip(op, RootReason::kStalePlan, false);
     return;
   }
-  std::vector<uint64_t> sizes;
-  for (const SegmentSpec& s : e->segments) sizes.push_back(s.physical_bytes);
-  auto buffers = HostCopy::Allocate(arena_.get(), sizes);
+  auto buffers = NewHostCopy(*e);
   if (!buffers.ok()) {
     if (op->stage != Stage::kWaitRoom) {
       op->stage = Stage::kWaitRoom;  // pressure frees host memory; Poll retries
@@ -328,7 +326,7 @@ void Host::Impl::StartRestore(AdmissionOp* op) {
     waiting_.push_back(op->id);  // RetryWaiting took it off the list to retry it
     return;
   }
-  std::shared_ptr<HostCopy> staging = releaser_->Own(std::move(buffers).value());
+  std::shared_ptr<HostCopy> staging = std::move(buffers).value();
   std::vector<tier_segment> segments;
   for (size_t i = 0; i < e->segments.size(); ++i) {
     const SegmentSpec& s = e->segments[i];

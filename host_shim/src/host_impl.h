@@ -148,6 +148,10 @@ class Host::Impl {
   bool SealOnHost(CheckpointEntry* entry, const SealRequest& request,
                   std::span<const StateBuffer> state, Sealed* sealed);
   void WriteManifests(const CheckpointEntry& entry, HostCopy* copy) const;
+  // Room in the Host arena for the entry's segments, owned by the releaser. When the arena is full
+  // but copies let go are still being freed, waits for them (frees only return extents to the
+  // arena's one chunk: microseconds) and tries once more. NO_SPACE otherwise.
+  Result<std::shared_ptr<HostCopy>> NewHostCopy(const CheckpointEntry& entry);
   struct SealOp {
     uint64_t id = 0;
     tier_key key{};

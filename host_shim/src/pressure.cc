@@ -80,16 +80,14 @@ void Host::Impl::RebalanceDevice() {
 }
 
 void Host::Impl::StartDemotion(CheckpointEntry* e) {
-  std::vector<uint64_t> sizes;
-  for (const SegmentSpec& s : e->segments) sizes.push_back(s.physical_bytes);
-  auto copy = HostCopy::Allocate(arena_.get(), sizes);
+  auto copy = NewHostCopy(*e);
   if (!copy.ok()) {
     Log(TIER_LOG_DEBUG, "host: no host memory to demote " + KeyHex(e->key) + ": " +
                             copy.status().ToString());
     Drop(e, "device", IoPhase::kPressure);  // Host cannot take it: it leaves
     return;
   }
-  std::shared_ptr<HostCopy> host_copy = releaser_->Own(std::move(copy).value());
+  std::shared_ptr<HostCopy> host_copy = std::move(copy).value();
   auto gathered = device_->ToHost(e->device_copy->pages, {}, *host_copy);
   auto state = gathered.ok() ? device_->DeviceStateToHost(*e->device_copy, *host_copy)
                              : Result<CopyJob>(gathered.status());

@@ -133,6 +133,18 @@ uint64_t Host::Impl::LogicalOf(const std::vector<SegmentSpec>& segments) const {
   return logical;
 }
 
+Result<std::shared_ptr<HostCopy>> Host::Impl::NewHostCopy(const CheckpointEntry& entry) {
+  std::vector<uint64_t> sizes;
+  for (const SegmentSpec& s : entry.segments) sizes.push_back(s.physical_bytes);
+  auto copy = HostCopy::Allocate(arena_.get(), sizes);
+  if (!copy.ok() && releaser_->Pending()) {
+    releaser_->Drain();
+    copy = HostCopy::Allocate(arena_.get(), sizes);
+  }
+  if (!copy.ok()) return copy.status();
+  return releaser_->Own(std::move(copy).value());
+}
+
 void Host::Impl::WriteManifests(const CheckpointEntry& entry, HostCopy* copy) const {
   for (size_t i = entry.kv_segments; i < entry.segments.size(); ++i) {
     const SegmentSpec& s = entry.segments[i];
@@ -204,11 +216,9 @@ bool Host::Impl::SealOnHost(CheckpointEntry* entry, const SealRequest& r,
   // Larger than the Host budget: only as a way down to a cold tier (the arena is the bound).
   const bool cold = cold_ != nullptr && cold_capacity_bytes_ > 0;
   if (entry->logical_bytes > options_.host_capacity_bytes && !cold) return false;
-  std::vector<uint64_t> sizes;
-  for (const SegmentSpec& s : entry->segments) sizes.push_back(s.physical_bytes);
-  auto copy = HostCopy::Allocate(arena_.get(), sizes);
+  auto copy = NewHostCopy(*entry);
   if (!copy.ok()) return false;
-  std::shared_ptr<HostCopy> host_copy = releaser_->Own(std::move(copy).value());
+  std::shared_ptr<HostCopy> host_copy = std::move(copy).value();
   auto job = device_->ToHost(r.pages, state, *host_copy);
   if (!job.ok()) {
     Log(TIER_LOG_WARN, "host: sealing " + KeyHex(entry->key) + ": " + job.status().ToString());

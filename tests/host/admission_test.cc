@@ -3,6 +3,7 @@
 // cancelled; a provider that never completes costs a timeout, not a hang; pressure during a
 // restore frees nothing it uses; prefetches are used or wasted; stale plans.
 #include <chrono>
+#include <set>
 
 #include <tier/host/identity.h>
 
@@ -215,8 +216,10 @@ TEST_F(HostAdmission, TwoRequestsForOneColdCheckpointRestoreItOnce) {
   std::optional<Admission> one = WaitFor(first.id);
   std::optional<Admission> two = WaitFor(second.id);
   ASSERT_TRUE(one && two);
-  EXPECT_EQ(one->outcome, Outcome::kColdRestore);
-  EXPECT_EQ(two->outcome, Outcome::kHostRestore) << "the second used what the first brought";
+  // Which of the two reaches the provider first is the call threads' business; one restores from
+  // cold, the other uses what it brought.
+  std::multiset<Outcome> outcomes{one->outcome, two->outcome};
+  EXPECT_EQ(outcomes, (std::multiset<Outcome>{Outcome::kColdRestore, Outcome::kHostRestore}));
   EXPECT_EQ(host_->Stats().restored_logical_bytes, Info(a)->logical_bytes) << "restored once";
   Release(*one);
   Release(*two);
