@@ -192,8 +192,8 @@ typedef struct tier_option {
 } tier_option;
 
 enum {
-  TIER_CAP_PERSISTENT = 1u << 0,   /* checkpoints survive close and a process restart */
-  TIER_CAP_COMPRESSION = 1u << 1,  /* stored bytes may be fewer than logical bytes */
+  TIER_CAP_PERSISTENT = 1u << 0,  /* checkpoints survive close and a process restart */
+  TIER_CAP_COMPRESSION = 1u << 1, /* stored bytes may be fewer than logical bytes */
   /* Every byte a restore returns was verified against a checksum taken at spill: damaged stored
    * bytes are never returned as OK, the restore completes with TIER_DATA_LOSS and drops the entry
    * (or an entry found damaged earlier is gone: NOT_FOUND). The conformance suite damages the

@@ -18,12 +18,12 @@
   } while (0)
 
 // TIER_CHECK with a printf-style explanation of the values involved.
-#define TIER_CHECK_MSG(cond, ...)                                                          \
-  do {                                                                                     \
-    if (__builtin_expect(!(cond), 0)) {                                                    \
+#define TIER_CHECK_MSG(cond, ...)                                                               \
+  do {                                                                                          \
+    if (__builtin_expect(!(cond), 0)) {                                                         \
       std::fprintf(stderr, "tier: invariant failed at %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                                   \
-      std::fputc('\n', stderr);                                                            \
-      std::abort();                                                                        \
-    }                                                                                      \
+      std::fprintf(stderr, __VA_ARGS__);                                                        \
+      std::fputc('\n', stderr);                                                                 \
+      std::abort();                                                                             \
+    }                                                                                           \
   } while (0)

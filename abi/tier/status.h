@@ -110,8 +110,8 @@ class [[nodiscard]] Result {
 }  // namespace tier
 
 // Returns from the enclosing function when `expr` (a Status) is not ok.
-#define TIER_RETURN_IF_ERROR(expr)                        \
-  do {                                                    \
-    ::tier::Status tier_return_status_ = (expr);          \
+#define TIER_RETURN_IF_ERROR(expr)                             \
+  do {                                                         \
+    ::tier::Status tier_return_status_ = (expr);               \
     if (!tier_return_status_.ok()) return tier_return_status_; \
   } while (0)

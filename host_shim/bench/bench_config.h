@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "data_kinds.h"
 #include <tier/host/provider_instance.h>
+#include "data_kinds.h"
 
 namespace tier::bench {
 

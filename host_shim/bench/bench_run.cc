@@ -13,9 +13,9 @@
 #include <memory>
 #include <thread>
 
+#include <tier/host/model_profile.h>
 #include "checkpoint_bytes.h"
 #include "fio_runner.h"
-#include <tier/host/model_profile.h>
 #include "naive_peer.h"
 #include "provider_runner.h"
 #include "rados_bench_runner.h"

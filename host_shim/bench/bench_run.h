@@ -8,9 +8,9 @@
 
 #include <ostream>
 
+#include <tier/status.h>
 #include "bench_config.h"
 #include "bench_result.h"
-#include <tier/status.h>
 
 namespace tier::bench {
 

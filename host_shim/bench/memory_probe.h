@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <string>
 
-#include "data_kinds.h"
 #include <tier/host/provider_instance.h>
 #include <tier/status.h>
+#include "data_kinds.h"
 
 namespace tier::bench {
 

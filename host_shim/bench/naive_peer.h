@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <string>
 
+#include <tier/status.h>
 #include "checkpoint_shape.h"
 #include "segment_buffers.h"
-#include <tier/status.h>
 
 namespace tier::bench {
 

@@ -7,11 +7,11 @@
 #include <memory>
 #include <string>
 
-#include "checkpoint_shape.h"
 #include <tier/host/host_services.h>
 #include <tier/host/metrics_registry.h>
 #include <tier/host/plugin_loader.h>
 #include <tier/host/provider_instance.h>
+#include "checkpoint_shape.h"
 #include "segment_buffers.h"
 
 namespace tier::bench {

@@ -9,9 +9,9 @@
 #include <span>
 #include <vector>
 
+#include <tier/status.h>
 #include "checkpoint_shape.h"
 #include "data_kinds.h"
-#include <tier/status.h>
 #include "tier_provider.h"
 
 namespace tier::bench {

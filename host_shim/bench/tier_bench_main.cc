@@ -7,10 +7,10 @@
 #include <fstream>
 #include <iostream>
 
+#include <tier/host/log.h>
 #include "bench_config.h"
 #include "bench_report.h"
 #include "bench_run.h"
-#include <tier/host/log.h>
 #include "memory_probe.h"
 
 namespace {

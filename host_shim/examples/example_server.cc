@@ -19,7 +19,8 @@ void PollHost(Host& host, std::vector<Event>* events) {
   events->clear();
   host.Poll(events);
   for (const Event& e : *events) {
-    if (e.kind == Event::kPagesReleased) free_pages.insert(free_pages.end(), e.pages.begin(), e.pages.end());
+    if (e.kind == Event::kPagesReleased)
+      free_pages.insert(free_pages.end(), e.pages.begin(), e.pages.end());
   }
 }
 
@@ -32,9 +33,11 @@ bool Allocate(uint32_t n, std::vector<uint32_t>* out) {
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
-  std::shared_ptr<device::TransferEngine> engine = std::move(device::MakeCpuTransferEngine({})).value();
+  std::shared_ptr<device::TransferEngine> engine =
+      std::move(device::MakeCpuTransferEngine({})).value();
   device::NinferLayoutSpec spec{.layers = 2, .kv_heads = 1, .head_dim = 64, .page_count = 512};
-  device::DevicePool pool = std::move(engine->AllocatePool(device::MakeNinferLayout(spec).value())).value();
+  device::DevicePool pool =
+      std::move(engine->AllocatePool(device::MakeNinferLayout(spec).value())).value();
   for (uint32_t p = 0; p < spec.page_count; ++p) free_pages.push_back(p);
   auto state_memory = std::move(engine->AllocateDevice(4096)).value();
   std::vector<StateBuffer> lane = {{TIER_SEGMENT_STATE_IMAGE, 0, state_memory.data(), 4096}};

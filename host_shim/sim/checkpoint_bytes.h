@@ -13,7 +13,6 @@
 
 namespace tier::sim {
 
-
 // Fills `out` with the bytes of segment (kind, index) of checkpoint `key`. Pure; any thread.
 void FillSegmentBytes(const tier_key& key, tier_segment_kind kind, uint32_t index,
                       std::span<std::byte> out);

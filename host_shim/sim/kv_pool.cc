@@ -67,8 +67,8 @@ device::PoolLayout SimPoolLayout(const ModelProfile& profile, uint64_t bytes_sca
 std::vector<StateBuffer> SimStateShapes(const ModelProfile& profile, uint64_t bytes_scale) {
   std::vector<StateBuffer> shapes;
   for (uint32_t i = 0; i < profile.state_image.size(); ++i) {
-    shapes.push_back({TIER_SEGMENT_STATE_IMAGE, i, nullptr,
-                      Scaled(profile.state_image[i].bytes, bytes_scale)});
+    shapes.push_back(
+        {TIER_SEGMENT_STATE_IMAGE, i, nullptr, Scaled(profile.state_image[i].bytes, bytes_scale)});
   }
   if (profile.hidden_state_bytes > 0) {
     shapes.push_back(
@@ -158,7 +158,8 @@ void KvPool::Fill(std::span<const uint64_t> prefix_hashes, uint32_t block_tokens
   for (uint32_t l = 0; l < layout_.layer_count(); ++l) {
     const uint64_t bytes = layout_.plane(l, 0).bytes_per_page;
     for (size_t i = 0; i < pages.size(); ++i) {
-      const uint64_t seed = PageSeed(prefix_hashes, block_tokens, first + static_cast<uint32_t>(i), l);
+      const uint64_t seed =
+          PageSeed(prefix_hashes, block_tokens, first + static_cast<uint32_t>(i), l);
       FillWords(seed, {pool_.page(l, 0, pages[i]), bytes});
     }
   }

@@ -71,7 +71,10 @@ class KvPool {
 
  private:
   KvPool(device::TransferEngine* engine, device::DevicePool pool, std::vector<StateBuffer> shapes)
-      : engine_(engine), pool_(std::move(pool)), layout_(pool_.layout), shapes_(std::move(shapes)) {}
+      : engine_(engine),
+        pool_(std::move(pool)),
+        layout_(pool_.layout),
+        shapes_(std::move(shapes)) {}
   void Release(uint32_t page);
   uint64_t PageSeed(std::span<const uint64_t> prefix_hashes, uint32_t block_tokens,
                     uint32_t page_index, uint32_t layer) const;
@@ -81,8 +84,8 @@ class KvPool {
   device::PoolLayout layout_;
   std::vector<StateBuffer> shapes_;
   std::vector<uint32_t> free_;
-  std::vector<uint32_t> refs_;   // request references per page
-  std::vector<uint8_t> held_;    // 1 while the Host holds the page
+  std::vector<uint32_t> refs_;  // request references per page
+  std::vector<uint8_t> held_;   // 1 while the Host holds the page
 };
 
 }  // namespace tier::sim

@@ -313,8 +313,8 @@ void Engine::Admitted(size_t index, const Admission& admission) {
   Count(a);
   const uint64_t cached = std::min(a.cached_tokens, r.input_tokens);
   // The rest of the sequence: prompt and answer, every page the request writes.
-  const uint64_t tokens = std::max<uint64_t>(r.input_tokens + r.output_tokens,
-                                             r.seal_blocks.size() * w_.block_tokens);
+  const uint64_t tokens =
+      std::max<uint64_t>(r.input_tokens + r.output_tokens, r.seal_blocks.size() * w_.block_tokens);
   const uint32_t need = (tokens + pool_.tokens_per_page() - 1) / pool_.tokens_per_page();
   const uint32_t have = static_cast<uint32_t>(s.pages.size());
   std::vector<uint32_t> fresh;
@@ -435,9 +435,8 @@ void Engine::HandleEvent(const Event& event) {
     arrival_ns_[event.request] = event.time_ns;
     if (!Stopped()) queue_.push_back(event.request);
   } else if (event.type == EventType::kPrefetch) {
-    if (!Stopped() && timed_([&] {
-          return host_.Prefetch(w_.requests[event.request].blocks, now_ns_);
-        }) != 0) {
+    if (!Stopped() &&
+        timed_([&] { return host_.Prefetch(w_.requests[event.request].blocks, now_ns_); }) != 0) {
       ++report_.prefetch_hints;
     }
   } else {
@@ -493,8 +492,8 @@ void Engine::RunWall() {
     uint64_t sleep_ns = 1000000;
     if (!events_.empty() && events_.top().time_ns > now) {
       sleep_ns = std::min<uint64_t>(
-          sleep_ns, static_cast<uint64_t>(static_cast<double>(events_.top().time_ns - now) /
-                                          o_.time_scale));
+          sleep_ns,
+          static_cast<uint64_t>(static_cast<double>(events_.top().time_ns - now) / o_.time_scale));
     }
     std::this_thread::sleep_for(std::chrono::nanoseconds(sleep_ns));
   }
@@ -584,9 +583,8 @@ uint32_t ReplayPoolPages(const Workload& workload, const ModelProfile& profile,
   }
   const uint64_t tpp = profile.tokens_per_page;
   const uint64_t request_pages = (max_tokens + tpp - 1) / tpp;
-  const uint64_t page_logical =
-      profile.kv_bytes_per_token / profile.full_attention_layers *
-      (profile.full_attention_layers + profile.mtp_layers) * tpp;
+  const uint64_t page_logical = profile.kv_bytes_per_token / profile.full_attention_layers *
+                                (profile.full_attention_layers + profile.mtp_layers) * tpp;
   const uint64_t parked_pages = device_capacity_bytes / std::max<uint64_t>(1, page_logical);
   (void)bytes_scale;
   // Parked pages may overshoot the budget while demotions run; each lane holds a request and a

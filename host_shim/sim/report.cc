@@ -137,9 +137,9 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
     out << "\n";
   }
   if (r.host.prefetches > 0) {
-    out << "prefetch (" << r.provider << "): " << r.host.prefetches << " cold restores started early, "
-        << r.host.prefetches_used << " used, " << r.host.prefetches_wasted << " wasted, "
-        << Fixed(r.prefetch_hidden_seconds, 1)
+    out << "prefetch (" << r.provider << "): " << r.host.prefetches
+        << " cold restores started early, " << r.host.prefetches_used << " used, "
+        << r.host.prefetches_wasted << " wasted, " << Fixed(r.prefetch_hidden_seconds, 1)
         << " s of restore time taken off requests\n";
   }
   out << "scheduler thread (" << r.provider << ", " << r.clock << " clock): " << r.tier_calls

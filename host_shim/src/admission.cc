@@ -161,8 +161,8 @@ void Host::Impl::UseDeviceCopy(AdmissionOp* op) {
   CheckpointEntry* e = op->entry;
   auto copied = device_->StateToLane(*e->device_copy, *e, op->state);
   if (!copied.ok()) {
-    Log(TIER_LOG_WARN, "host: device hit on " + KeyHex(e->key) + " unusable: " +
-                           copied.status().ToString());
+    Log(TIER_LOG_WARN,
+        "host: device hit on " + KeyHex(e->key) + " unusable: " + copied.status().ToString());
     Skip(op, RootReason::kRestoreFailed, true);
     return;
   }
@@ -192,8 +192,8 @@ void Host::Impl::UseHostCopy(AdmissionOp* op) {
   op->staging = e->host_copy;  // kept alive while the copies read it
   auto copied = device_->FromHost(*op->staging, *e, pages, op->state);
   if (!copied.ok()) {
-    Log(TIER_LOG_WARN,
-        "host: host-to-device copy of " + KeyHex(e->key) + " failed: " + copied.status().ToString());
+    Log(TIER_LOG_WARN, "host: host-to-device copy of " + KeyHex(e->key) +
+                           " failed: " + copied.status().ToString());
     op->result.unused_pages.insert(op->result.unused_pages.end(), pages.begin(), pages.end());
     Skip(op, RootReason::kRestoreFailed, true);
     return;
@@ -343,7 +343,9 @@ void Host::Impl::StartRestore(AdmissionOp* op) {
   const uint64_t id = op->id;
   cold_->Restore(
       e->key, std::move(segments), op->prefetch ? IoPhase::kPrefetch : IoPhase::kAdmission,
-      [this, id, staging](Answer<Completion> answer) { OnRestored(id, staging, std::move(answer)); },
+      [this, id, staging](Answer<Completion> answer) {
+        OnRestored(id, staging, std::move(answer));
+      },
       [staging] {});  // the buffers outlive a late completion
 }
 
@@ -410,8 +412,8 @@ bool Host::Impl::LandInHost(AdmissionOp* op) {
     if (!m.ok() || m.value().namespace_id != options_.namespace_id ||
         m.value().blocks != e->blocks || m.value().bytes_scale != options_.bytes_scale ||
         m.value().tokens > e->tokens || m.value().tokens + tpp <= e->tokens) {
-      Log(TIER_LOG_ERROR, "host: " + KeyHex(e->key) +
-                              " restored with a manifest of another identity; not served");
+      Log(TIER_LOG_ERROR,
+          "host: " + KeyHex(e->key) + " restored with a manifest of another identity; not served");
       ForgetCold(e, true);
       Skip(op, RootReason::kCorrupt, true);
       return false;
@@ -474,8 +476,9 @@ void Host::Impl::OnProbed(uint64_t id, Answer<std::vector<uint8_t>> answer,
     const tier_key key = PrefixKey(options_.namespace_id, std::span(op->blocks).first(length));
     op->stage = Stage::kStat;
     op->awaiting_provider = true;
-    cold_->Stat(key, op->prefetch ? IoPhase::kPrefetch : IoPhase::kAdmission,
-                [this, id, length](Answer<StatResult> stat) { OnStat(id, length, std::move(stat)); });
+    cold_->Stat(
+        key, op->prefetch ? IoPhase::kPrefetch : IoPhase::kAdmission,
+        [this, id, length](Answer<StatResult> stat) { OnStat(id, length, std::move(stat)); });
     return;
   }
   Lookup(op);
@@ -492,9 +495,9 @@ void Host::Impl::OnStat(uint64_t id, size_t length, Answer<StatResult> answer) {
   CheckpointEntry* entry = catalog_.Find(key);
   if (entry == nullptr) {
     const StatResult& stat = answer.result.value();
-    auto made = EntryFromStored(
-        key, std::vector<uint64_t>(op->blocks.begin(), op->blocks.begin() + length),
-        stat.segments, stat.stat.stored_bytes);
+    auto made =
+        EntryFromStored(key, std::vector<uint64_t>(op->blocks.begin(), op->blocks.begin() + length),
+                        stat.segments, stat.stat.stored_bytes);
     if (!made.ok()) {
       Log(TIER_LOG_WARN, "host: " + KeyHex(key) + " in the shared tier does not fit this pool: " +
                              made.status().ToString());

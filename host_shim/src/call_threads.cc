@@ -7,7 +7,8 @@ namespace tier {
 CallThreads::CallThreads(uint32_t parallel_threads, size_t max_queued) : max_queued_(max_queued) {
   TIER_CHECK(parallel_threads >= 1 && max_queued >= 1);
   threads_.emplace_back([this] { Work(&serial_); });
-  for (uint32_t i = 0; i < parallel_threads; ++i) threads_.emplace_back([this] { Work(&parallel_); });
+  for (uint32_t i = 0; i < parallel_threads; ++i)
+    threads_.emplace_back([this] { Work(&parallel_); });
 }
 
 CallThreads::~CallThreads() {

@@ -53,33 +53,33 @@ struct CheckpointEntry {
   // Segments in stored order: MAIN_KV layers, SPEC_KV layers, state buffers, MANIFEST, and OTHER
   // (the server's manifest) when the server gave one.
   std::vector<SegmentSpec> segments;
-  uint32_t kv_segments = 0;               // the first kv_segments are pool layers
-  std::vector<std::byte> manifest;        // the TIER_SEGMENT_MANIFEST bytes (identity)
+  uint32_t kv_segments = 0;                // the first kv_segments are pool layers
+  std::vector<std::byte> manifest;         // the TIER_SEGMENT_MANIFEST bytes (identity)
   std::vector<std::byte> server_manifest;  // opaque, the server's
   uint64_t logical_bytes = 0;
   uint64_t physical_bytes = 0;
   uint64_t prefill_saved_ns = 0;  // root prefill of `tokens`: what a hit on it saves
   // Policy inputs (policy.h).
-  uint64_t last_use_ns = 0;   // server clock
-  uint64_t uses = 0;          // admissions that reused it
-  uint32_t children = 0;      // published checkpoints that extend it
-  bool superseded = false;    // its own session moved on to a longer checkpoint
-  double gdsf_priority = 0;   // GDSF's H value, set when used or inserted
+  uint64_t last_use_ns = 0;        // server clock
+  uint64_t uses = 0;               // admissions that reused it
+  uint32_t children = 0;           // published checkpoints that extend it
+  bool superseded = false;         // its own session moved on to a longer checkpoint
+  double gdsf_priority = 0;        // GDSF's H value, set when used or inserted
   uint8_t placements = 0;          // Placement bits
   uint64_t cold_stored_bytes = 0;  // bytes the provider reported for it
-  uint32_t pins = 0;      // requests and operations using it: never dropped while > 0
-  uint32_t ops = 0;       // operations moving its bytes (a demotion, a spill, a restore)
-  uint64_t generation = 0;  // changes whenever placements change (stale-plan detection)
-  bool sealing = false;     // its state is still being copied in: not served yet
-  bool spill_failed = false;     // a spill of it failed; do not retry it for a while
+  uint32_t pins = 0;               // requests and operations using it: never dropped while > 0
+  uint32_t ops = 0;                // operations moving its bytes (a demotion, a spill, a restore)
+  uint64_t generation = 0;         // changes whenever placements change (stale-plan detection)
+  bool sealing = false;            // its state is still being copied in: not served yet
+  bool spill_failed = false;       // a spill of it failed; do not retry it for a while
   uint64_t spill_retry_after_ns = 0;  // (wall clock) when it may be retried
-  bool readopted = false;    // adopted from the cold tier at start (survived a restart)
-  bool remote = false;       // found by probe: another server spilled it
-  bool verified_manifest = true;  // false until a remote entry's manifest was read and checked
-  bool restoring = false;    // a cold restore into Host is in flight
-  bool prefetched = false;   // its Host copy came from a prefetch and has not been used yet
+  bool readopted = false;             // adopted from the cold tier at start (survived a restart)
+  bool remote = false;                // found by probe: another server spilled it
+  bool verified_manifest = true;      // false until a remote entry's manifest was read and checked
+  bool restoring = false;             // a cold restore into Host is in flight
+  bool prefetched = false;           // its Host copy came from a prefetch and has not been used yet
   uint64_t prefetch_restore_ns = 0;  // what that prefetch's cold restore took
-  bool doomed = false;       // leaves every tier once unpinned (corrupt, evicted while in use)
+  bool doomed = false;  // leaves every tier once unpinned (corrupt, evicted while in use)
   std::shared_ptr<HostCopy> host_copy;      // present iff placements & kHost (operations
                                             // reading it hold references too)
   std::unique_ptr<DeviceCopy> device_copy;  // present iff placements & kDevice

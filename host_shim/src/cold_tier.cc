@@ -103,8 +103,8 @@ void ColdTier::PlanRestore(const tier_key& key, uint64_t predicted_prefill_ns, I
                            Done<tier_plan> done) {
   auto shared = std::make_shared<Done<tier_plan>>(std::move(done));
   const uint64_t timeout = options_.timeout_ns;
-  const uint64_t id = Begin(phase, [shared, timeout] { (*shared)(TimedOut<tier_plan>(timeout)); },
-                            nullptr);
+  const uint64_t id = Begin(
+      phase, [shared, timeout] { (*shared)(TimedOut<tier_plan>(timeout)); }, nullptr);
   const bool queued = threads_->RunParallel([this, id, key, predicted_prefill_ns, shared] {
     Result<tier_plan> plan = instance_->PlanRestore(key, predicted_prefill_ns);
     PostFinish(id, [shared, plan] { (*shared)({plan}); });
@@ -127,8 +127,8 @@ void ColdTier::Probe(std::vector<tier_key> keys, IoPhase phase, Done<std::vector
 void ColdTier::Stat(const tier_key& key, IoPhase phase, Done<StatResult> done) {
   auto shared = std::make_shared<Done<StatResult>>(std::move(done));
   const uint64_t timeout = options_.timeout_ns;
-  const uint64_t id =
-      Begin(phase, [shared, timeout] { (*shared)(TimedOut<StatResult>(timeout)); }, nullptr);
+  const uint64_t id = Begin(
+      phase, [shared, timeout] { (*shared)(TimedOut<StatResult>(timeout)); }, nullptr);
   const bool queued = threads_->RunParallel([this, id, key, shared] {
     Result<StatResult> stat = instance_->Stat(key);
     PostFinish(id, [shared, stat] { (*shared)({stat}); });
@@ -139,13 +139,13 @@ void ColdTier::Stat(const tier_key& key, IoPhase phase, Done<StatResult> done) {
 void ColdTier::Remove(const tier_key& key, IoPhase phase, Done<bool> done) {
   auto shared = std::make_shared<Done<bool>>(std::move(done));
   const uint64_t timeout = options_.timeout_ns;
-  const uint64_t id =
-      Begin(phase, [shared, timeout] { (*shared)(TimedOut<bool>(timeout)); }, nullptr);
+  const uint64_t id = Begin(
+      phase, [shared, timeout] { (*shared)(TimedOut<bool>(timeout)); }, nullptr);
   const bool queued = threads_->RunSerial([this, id, key, shared] {
     const Status removed = instance_->Remove(key);
-    Result<bool> result = removed.ok()                        ? Result<bool>(true)
+    Result<bool> result = removed.ok()                       ? Result<bool>(true)
                           : removed.code() == TIER_NOT_FOUND ? Result<bool>(false)
-                                                              : Result<bool>(removed);
+                                                             : Result<bool>(removed);
     PostFinish(id, [shared, result] { (*shared)({result}); });
   });
   if (!queued) PostFinish(id, [shared] { (*shared)({Status::Busy("too many provider calls")}); });
@@ -196,8 +196,7 @@ Result<T> ColdTier::Blocking(std::function<Result<T>()> call) {
   const bool queued =
       threads_->RunParallel([promise, call = std::move(call)] { promise->set_value(call()); });
   if (!queued) return Status::Busy("too many provider calls");
-  if (future.wait_for(std::chrono::nanoseconds(options_.timeout_ns)) !=
-      std::future_status::ready) {
+  if (future.wait_for(std::chrono::nanoseconds(options_.timeout_ns)) != std::future_status::ready) {
     ++stuck_blocking_;
     ++timeouts_;
     return Status::IoError("no answer from the provider within " +

@@ -39,7 +39,7 @@ struct Answer {
 class ColdTier {
  public:
   struct Options {
-    uint32_t threads = 2;                        // parallel call threads (plus one serial)
+    uint32_t threads = 2;                         // parallel call threads (plus one serial)
     uint64_t timeout_ns = 30ull * 1000000000ull;  // every call's deadline
   };
   template <typename T>

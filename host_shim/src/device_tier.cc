@@ -33,10 +33,9 @@ Result<std::unique_ptr<DeviceTier>> DeviceTier::Create(
     return Status::InvalidArgument("KV pool layout: tokens_per_page is 0");
   }
   if (pool.view.plane_base.size() != pool.layout.layer_count()) {
-    return Status::InvalidArgument("KV pool view has " +
-                                   std::to_string(pool.view.plane_base.size()) +
-                                   " layers, the layout " +
-                                   std::to_string(pool.layout.layer_count()));
+    return Status::InvalidArgument(
+        "KV pool view has " + std::to_string(pool.view.plane_base.size()) + " layers, the layout " +
+        std::to_string(pool.layout.layer_count()));
   }
   if (pool.main_kv_layers == 0) pool.main_kv_layers = pool.layout.layer_count();
   if (pool.main_kv_layers > pool.layout.layer_count()) {
@@ -82,7 +81,8 @@ Result<CopyJob> DeviceTier::ToHost(std::span<const uint32_t> pages,
   CopyJob job;
   for (uint32_t l = 0; l < kv_layers(); ++l) {
     auto gathered = engine_->Gather(pool_.layout, pool_.view, l, pages, dst.segment(l));
-    if (!gathered.ok()) return FromDevice(gathered.status(), "gather of layer " + std::to_string(l));
+    if (!gathered.ok())
+      return FromDevice(gathered.status(), "gather of layer " + std::to_string(l));
     job.Add(std::move(gathered.value()));
   }
   for (size_t i = 0; i < state.size(); ++i) {
@@ -132,10 +132,9 @@ Result<CopyJob> DeviceTier::FromHost(const HostCopy& src, const CheckpointEntry&
     if (spec.kind == TIER_SEGMENT_MANIFEST || spec.kind == TIER_SEGMENT_OTHER) continue;
     const StateBuffer* to = Find(lane, spec);
     if (to == nullptr || to->bytes != spec.physical_bytes) {
-      return Status::InvalidArgument("the lane has no state buffer of kind " +
-                                     std::to_string(spec.kind) + " index " +
-                                     std::to_string(spec.index) + " and " +
-                                     std::to_string(spec.physical_bytes) + " bytes");
+      return Status::InvalidArgument(
+          "the lane has no state buffer of kind " + std::to_string(spec.kind) + " index " +
+          std::to_string(spec.index) + " and " + std::to_string(spec.physical_bytes) + " bytes");
     }
     if (to->bytes == 0) continue;
     auto copied = engine_->CopyToDevice(to->data, src.segment(i).data(), to->bytes);
@@ -182,10 +181,9 @@ Result<CopyJob> DeviceTier::StateToLane(const DeviceCopy& copy, const Checkpoint
     const SegmentSpec& spec = entry.segments[entry.kv_segments + i];
     const StateBuffer* to = Find(lane, spec);
     if (to == nullptr || to->bytes != spec.physical_bytes) {
-      return Status::InvalidArgument("the lane has no state buffer of kind " +
-                                     std::to_string(spec.kind) + " index " +
-                                     std::to_string(spec.index) + " and " +
-                                     std::to_string(spec.physical_bytes) + " bytes");
+      return Status::InvalidArgument(
+          "the lane has no state buffer of kind " + std::to_string(spec.kind) + " index " +
+          std::to_string(spec.index) + " and " + std::to_string(spec.physical_bytes) + " bytes");
     }
     if (to->bytes == 0) continue;
     auto copied = DeviceToDevice(to->data, copy.state[i].data(), to->bytes);

@@ -31,7 +31,9 @@ class CopyJob {
   bool empty() const { return transfers_.empty(); }
   const std::vector<device::Transfer>& transfers() const { return transfers_; }
   // One transfer the server can order its stream after (the last queued).
-  device::Transfer Last() const { return transfers_.empty() ? device::Transfer() : transfers_.back(); }
+  device::Transfer Last() const {
+    return transfers_.empty() ? device::Transfer() : transfers_.back();
+  }
 
  private:
   std::vector<device::Transfer> transfers_;

@@ -35,7 +35,7 @@ class EventQueue {
   mutable std::mutex mutex_;
   std::condition_variable posted_;
   std::deque<std::function<void()>> work_;  // guarded by mutex_
-  int fd_ = -1;                              // eventfd, -1 when the kernel refused one
+  int fd_ = -1;                             // eventfd, -1 when the kernel refused one
 };
 
 }  // namespace tier

@@ -20,30 +20,60 @@ Result<std::unique_ptr<Host>> Host::Open(HostOptions options) {
   return std::unique_ptr<Host>(new Host(std::move(impl).value()));
 }
 
-Admission Host::Admit(const AdmitRequest& request) { return impl_->Admit(request); }
-bool Host::Cancel(uint64_t admission_id) { return impl_->Cancel(admission_id); }
-void Host::Release(uint64_t admission_id) { impl_->Release(admission_id); }
-Sealed Host::Seal(const SealRequest& request) { return impl_->Seal(request); }
+Admission Host::Admit(const AdmitRequest& request) {
+  return impl_->Admit(request);
+}
+bool Host::Cancel(uint64_t admission_id) {
+  return impl_->Cancel(admission_id);
+}
+void Host::Release(uint64_t admission_id) {
+  impl_->Release(admission_id);
+}
+Sealed Host::Seal(const SealRequest& request) {
+  return impl_->Seal(request);
+}
 uint64_t Host::Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns) {
   return impl_->Prefetch(blocks, now_ns);
 }
-bool Host::Evict(const tier_key& key) { return impl_->Evict(key); }
+bool Host::Evict(const tier_key& key) {
+  return impl_->Evict(key);
+}
 void Host::ReportVerification(uint64_t admission_id, bool exact) {
   impl_->ReportVerification(admission_id, exact);
 }
-void Host::Poll(std::vector<Event>* events) { impl_->Poll(events); }
-int Host::event_fd() const { return impl_->event_fd(); }
-bool Host::WaitForWork(uint64_t timeout_ns) { return impl_->WaitForWork(timeout_ns); }
-bool Host::Busy() const { return impl_->Busy(); }
-HostStats Host::Stats() const { return impl_->Stats(); }
+void Host::Poll(std::vector<Event>* events) {
+  impl_->Poll(events);
+}
+int Host::event_fd() const {
+  return impl_->event_fd();
+}
+bool Host::WaitForWork(uint64_t timeout_ns) {
+  return impl_->WaitForWork(timeout_ns);
+}
+bool Host::Busy() const {
+  return impl_->Busy();
+}
+HostStats Host::Stats() const {
+  return impl_->Stats();
+}
 std::optional<CheckpointInfo> Host::Describe(std::span<const uint64_t> blocks) const {
   return impl_->Describe(blocks);
 }
-const HostOptions& Host::options() const { return impl_->options(); }
-std::string Host::provider_name() const { return impl_->provider_name(); }
-std::string Host::provider_io_path() const { return impl_->provider_io_path(); }
-const char* Host::device_path() const { return impl_->device_path(); }
-device::TransferEngine& Host::engine() { return impl_->engine(); }
+const HostOptions& Host::options() const {
+  return impl_->options();
+}
+std::string Host::provider_name() const {
+  return impl_->provider_name();
+}
+std::string Host::provider_io_path() const {
+  return impl_->provider_io_path();
+}
+const char* Host::device_path() const {
+  return impl_->device_path();
+}
+device::TransferEngine& Host::engine() {
+  return impl_->engine();
+}
 
 namespace {
 
@@ -86,7 +116,8 @@ Result<std::unique_ptr<device::HostArena>> MakeArena(const HostOptions& o,
                                                      device::TransferEngine& engine) {
   device::HostArenaOptions arena;
   const uint64_t physical = o.host_capacity_bytes / o.bytes_scale;
-  const uint64_t bound = o.host_memory_bytes != 0 ? o.host_memory_bytes : physical * 2 + (64ull << 20);
+  const uint64_t bound =
+      o.host_memory_bytes != 0 ? o.host_memory_bytes : physical * 2 + (64ull << 20);
   arena.capacity_bytes = (bound + 4095) / 4096 * 4096;
   // One chunk of the whole bound, taken at the first allocation and kept: returning gigabytes to
   // the system (and asking for them again) holds the process's memory map lock long enough to
@@ -168,7 +199,7 @@ Host::Impl::~Impl() {
   for (SealOp& s : seals_) s.copy.Wait().IgnoreError();
   for (auto& [id, op] : ops_) op->copy.Wait().IgnoreError();
   for (CopyJob& job : lane_copies_) job.Wait().IgnoreError();
-  cold_.reset();  // closes the provider
+  cold_.reset();         // closes the provider
   catalog_ = Catalog();  // the entries' Host copies go to the releaser
   ops_.clear();
   demotions_.clear();

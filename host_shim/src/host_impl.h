@@ -100,7 +100,7 @@ class Host::Impl {
     uint64_t wait_deadline_ns = 0;  // wall clock, for kWaitEntry/kWaitSlot/kWaitRoom
     uint64_t cold_restore_ns = 0;
     uint64_t stored_bytes = 0;
-    bool cancelled = false;  // Cancel(): no event but kAdmissionCancelled
+    bool cancelled = false;          // Cancel(): no event but kAdmissionCancelled
     bool awaiting_provider = false;  // a provider call of this op has not answered yet
     bool returned = false;           // Admit/Prefetch returned it pending: events tell the rest
     bool cancel_emitted = false;     // kAdmissionCancelled went out already
@@ -238,8 +238,8 @@ class Host::Impl {
   std::vector<SealOp> seals_;
   std::vector<CopyJob> lane_copies_;  // device hits' state copies still running
   std::vector<Demotion> demotions_;
-  uint64_t demoting_bytes_ = 0;   // logical bytes of Device copies on their way to Host
-  uint64_t releasing_bytes_ = 0;  // logical bytes of Host copies being spilled under pressure
+  uint64_t demoting_bytes_ = 0;        // logical bytes of Device copies on their way to Host
+  uint64_t releasing_bytes_ = 0;       // logical bytes of Host copies being spilled under pressure
   uint64_t spill_reserved_bytes_ = 0;  // stored bytes in-flight spills may take in Cold
   uint32_t spills_in_flight_ = 0;
   uint64_t spill_backoff_until_ns_ = 0;  // wall clock: no new spill before

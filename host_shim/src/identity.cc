@@ -1,5 +1,5 @@
-#include <tier/host/identity.h>
 #include <tier/check.h>
+#include <tier/host/identity.h>
 #include <xxhash.h>
 
 #include <cstring>

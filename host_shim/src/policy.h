@@ -16,7 +16,8 @@ namespace tier {
 
 class PolicyOrder {
  public:
-  explicit PolicyOrder(Policy policy, double half_life_s = 300) : policy_(policy), half_life_s_(half_life_s) {}
+  explicit PolicyOrder(Policy policy, double half_life_s = 300)
+      : policy_(policy), half_life_s_(half_life_s) {}
 
   // The checkpoint's value now. Comparable across entries at one `now_ns`.
   double Value(const CheckpointEntry& entry, uint64_t now_ns) const;

@@ -82,8 +82,8 @@ void Host::Impl::RebalanceDevice() {
 void Host::Impl::StartDemotion(CheckpointEntry* e) {
   auto copy = NewHostCopy(*e);
   if (!copy.ok()) {
-    Log(TIER_LOG_DEBUG, "host: no host memory to demote " + KeyHex(e->key) + ": " +
-                            copy.status().ToString());
+    Log(TIER_LOG_DEBUG,
+        "host: no host memory to demote " + KeyHex(e->key) + ": " + copy.status().ToString());
     Drop(e, "device", IoPhase::kPressure);  // Host cannot take it: it leaves
     return;
   }
@@ -122,8 +122,8 @@ void Host::Impl::CheckDemotions() {
     TIER_CHECK(demoting_bytes_ >= e->logical_bytes);
     demoting_bytes_ -= e->logical_bytes;
     if (!copied.ok()) {
-      Log(TIER_LOG_WARN, "host: device-to-host copy of " + KeyHex(d.key) + " failed: " +
-                             copied.ToString() + " (Device copy kept)");
+      Log(TIER_LOG_WARN, "host: device-to-host copy of " + KeyHex(d.key) +
+                             " failed: " + copied.ToString() + " (Device copy kept)");
     } else {
       e->host_copy = std::move(d.host_copy);
       catalog_.AddPlacement(e, kHost);
@@ -236,20 +236,20 @@ void Host::Impl::SpillFailed(CheckpointEntry* e, const Status& status, bool time
   server_metrics_->SpillFailure("kept_host");
   const uint64_t now = Now();
   e->spill_failed = true;
-  spill_backoff_ns_ = spill_backoff_ns_ == 0 ? kFirstBackoffNs
-                                             : std::min(kMaxBackoffNs, spill_backoff_ns_ * 2);
+  spill_backoff_ns_ =
+      spill_backoff_ns_ == 0 ? kFirstBackoffNs : std::min(kMaxBackoffNs, spill_backoff_ns_ * 2);
   spill_backoff_until_ns_ = now + spill_backoff_ns_;
   e->spill_retry_after_ns = now + kMaxBackoffNs;
   // One line now and then, not two per failure (a full disk fails every spill).
   const std::string why = timed_out ? "timed out" : status.ToString();
   if (now >= spill_failures_logged_at_ns_ + kFailureLogIntervalNs) {
-    Log(TIER_LOG_WARN, "host: spill of " + KeyHex(e->key) + " failed: " + why +
-                           " (Host copy kept; spills back off " +
-                           std::to_string(spill_backoff_ns_ / kSecondNs) + " s)" +
-                           (spill_failures_unlogged_ > 0
-                                ? "; " + std::to_string(spill_failures_unlogged_) +
-                                      " more failed since the last report"
-                                : std::string()));
+    Log(TIER_LOG_WARN,
+        "host: spill of " + KeyHex(e->key) + " failed: " + why +
+            " (Host copy kept; spills back off " + std::to_string(spill_backoff_ns_ / kSecondNs) +
+            " s)" +
+            (spill_failures_unlogged_ > 0 ? "; " + std::to_string(spill_failures_unlogged_) +
+                                                " more failed since the last report"
+                                          : std::string()));
     spill_failures_logged_at_ns_ = now;
     spill_failures_unlogged_ = 0;
   } else {
@@ -284,9 +284,9 @@ void Host::Impl::DropCold(CheckpointEntry* e, IoPhase phase) {
   const tier_key key = e->key;
   cold_->Remove(key, phase, [key](Answer<bool> answer) {
     if (answer.timed_out || !answer.result.ok()) {
-      Log(TIER_LOG_WARN, "host: cold remove of " + KeyHex(key) + " failed: " +
-                             (answer.timed_out ? std::string("timed out")
-                                               : answer.result.status().ToString()));
+      Log(TIER_LOG_WARN,
+          "host: cold remove of " + KeyHex(key) + " failed: " +
+              (answer.timed_out ? std::string("timed out") : answer.result.status().ToString()));
     }
   });
 }

@@ -187,8 +187,8 @@ Result<std::vector<uint8_t>> ProviderInstance::Probe(std::span<const tier_key> k
     const uint32_t count =
         static_cast<uint32_t>(std::min<size_t>(TIER_PROBE_MAX_KEYS, keys.size() - first));
     tier_error error{};
-    const tier_status code =
-        library_->table()->probe(instance_, keys.data() + first, count, found.data() + first, &error);
+    const tier_status code = library_->table()->probe(instance_, keys.data() + first, count,
+                                                      found.data() + first, &error);
     if (code != TIER_OK) return FromError(code, error);
   }
   for (uint8_t& f : found) f = f != 0 ? 1 : 0;

@@ -127,7 +127,8 @@ std::unique_ptr<CheckpointEntry> Host::Impl::NewEntry(const SealRequest& r, cons
 uint64_t Host::Impl::LogicalOf(const std::vector<SegmentSpec>& segments) const {
   uint64_t logical = 0;
   for (const SegmentSpec& s : segments) {
-    const bool manifest = s.kind == TIER_SEGMENT_MANIFEST || (s.kind == TIER_SEGMENT_OTHER && s.index == 0);
+    const bool manifest =
+        s.kind == TIER_SEGMENT_MANIFEST || (s.kind == TIER_SEGMENT_OTHER && s.index == 0);
     logical += manifest ? s.physical_bytes : LogicalOf(s.physical_bytes);
   }
   return logical;

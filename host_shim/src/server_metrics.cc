@@ -86,16 +86,17 @@ ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
   readopted_ = registry->Series(registry->Counter(
       "tier_readopted_checkpoints_total",
       "Cold checkpoints re-adopted into the catalog at start (survivors of a restart)."));
-  MetricFamily* prefetches = registry->Counter(
-      "tier_prefetches_total",
-      "Prefetch hints that started a Cold -> Host restore (issued), whose checkpoint a request then "
-      "found in Host (used), or that left Host unused (wasted).",
-      {"result"});
+  MetricFamily* prefetches =
+      registry->Counter("tier_prefetches_total",
+                        "Prefetch hints that started a Cold -> Host restore (issued), whose "
+                        "checkpoint a request then "
+                        "found in Host (used), or that left Host unused (wasted).",
+                        {"result"});
   const char* const kPrefetchResults[] = {"issued", "used", "wasted"};
   for (int i = 0; i < 3; ++i) prefetches_[i] = registry->Series(prefetches, {kPrefetchResults[i]});
-  prefetch_hidden_ = registry->Series(registry->Counter(
-      "tier_prefetch_hidden_seconds_total",
-      "Cold restore time that prefetches took off the requests that used them."));
+  prefetch_hidden_ = registry->Series(
+      registry->Counter("tier_prefetch_hidden_seconds_total",
+                        "Cold restore time that prefetches took off the requests that used them."));
   MetricFamily* entries = registry->Gauge("tier_catalog_entries",
                                           "Checkpoints with a placement in each tier.", {"tier"});
   MetricFamily* bytes = registry->Gauge(
@@ -137,7 +138,9 @@ void ServerMetrics::Readopted(uint64_t entries) {
 }
 
 void ServerMetrics::Prefetch(const char* result) {
-  const int slot = std::string_view(result) == "issued" ? 0 : std::string_view(result) == "used" ? 1 : 2;
+  const int slot = std::string_view(result) == "issued" ? 0
+                   : std::string_view(result) == "used" ? 1
+                                                        : 2;
   prefetches_[slot]->Add(1);
 }
 

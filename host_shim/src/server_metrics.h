@@ -21,7 +21,7 @@ class ServerMetrics {
   void Admission(Outcome outcome);
   void RootPrefill(RootReason reason);
   void Transition(const char* from, const char* to);  // "none|device|host|cold" -> "...|evicted"
-  void SpillFailure(const char* action);  // "kept_host" | "dropped"
+  void SpillFailure(const char* action);              // "kept_host" | "dropped"
   void RestoreVerification(bool exact);
   void Readopted(uint64_t entries);
   // "issued", "used", "wasted"; the cold restore time a used prefetch took off its request.

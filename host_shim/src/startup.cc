@@ -108,7 +108,9 @@ Result<std::unique_ptr<CheckpointEntry>> Host::Impl::EntryFromStored(
   }
   entry->kv_segments = device_->kv_layers();
   std::sort(rest.begin(), rest.end(), [](const tier_segment_info& a, const tier_segment_info& b) {
-    auto rank = [](tier_segment_kind k) { return k == TIER_SEGMENT_MANIFEST ? 1 : k == TIER_SEGMENT_OTHER ? 2 : 0; };
+    auto rank = [](tier_segment_kind k) {
+      return k == TIER_SEGMENT_MANIFEST ? 1 : k == TIER_SEGMENT_OTHER ? 2 : 0;
+    };
     if (rank(a.kind) != rank(b.kind)) return rank(a.kind) < rank(b.kind);
     return a.kind != b.kind ? a.kind < b.kind : a.index < b.index;
   });
@@ -146,8 +148,8 @@ Status Host::Impl::Readopt() {
       ++refused;  // another layout or scale, or a key its blocks do not give: never served
       return true;
     }
-    auto entry = EntryFromStored(e.key, m.value().blocks, {e.segments, e.segment_count},
-                                 e.stored_bytes);
+    auto entry =
+        EntryFromStored(e.key, m.value().blocks, {e.segments, e.segment_count}, e.stored_bytes);
     const uint64_t tpp = device_->pool().layout.tokens_per_page();
     if (!entry.ok() || m.value().tokens > entry.value()->tokens ||
         m.value().tokens + tpp <= entry.value()->tokens) {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint_bytes.h"
 #include <tier/host/format.h>
 #include <tier/host/host_services.h>
+#include "checkpoint_bytes.h"
 
 namespace tier {
 namespace {
@@ -106,7 +106,7 @@ int CountListed(ProviderInstance& instance, const tier_key& key, bool* manifest_
     ++listed;
     *manifest_ok = entry.manifest != nullptr && entry.manifest_bytes == 200 &&
                    sim::SegmentBytesMatch(key, TIER_SEGMENT_MANIFEST, 0,
-                                     {static_cast<const std::byte*>(entry.manifest), 200});
+                                          {static_cast<const std::byte*>(entry.manifest), 200});
     return true;
   });
   if (!walked.ok()) {

@@ -69,8 +69,8 @@ void WaitForScrape(const RunInputs& in) {
   const uint64_t started = in.server->scrapes_started();
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%g", in.replay->wait_for_scrape_s);
-  Log(TIER_LOG_INFO,
-      std::string("waiting up to ") + seconds + " s for /metrics to be scraped (--wait-for-scrape)");
+  Log(TIER_LOG_INFO, std::string("waiting up to ") + seconds +
+                         " s for /metrics to be scraped (--wait-for-scrape)");
   const auto timeout =
       std::chrono::milliseconds(static_cast<int64_t>(in.replay->wait_for_scrape_s * 1000.0));
   if (!in.server->WaitForScrapeStartedAfter(started, timeout)) {
@@ -84,10 +84,10 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   auto engine = SimulatorEngine(config.device);
   if (!engine.ok()) return engine.status();
   const uint64_t device_bytes = config.device_kv_mib << 20;
-  auto pool = sim::KvPool::Create(
-      engine.value().get(), *in.profile, config.bytes_scale,
-      sim::ReplayPoolPages(*in.workload, *in.profile, config.bytes_scale, device_bytes,
-                           config.max_concurrency));
+  auto pool =
+      sim::KvPool::Create(engine.value().get(), *in.profile, config.bytes_scale,
+                          sim::ReplayPoolPages(*in.workload, *in.profile, config.bytes_scale,
+                                               device_bytes, config.max_concurrency));
   if (!pool.ok()) return pool.status();
   HostOptions options;
   options.plugin = in.plugin;
@@ -105,12 +105,11 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   auto host = Host::Open(std::move(options));
   if (!host.ok()) return host.status();
   const std::string io_path = host.value()->provider_io_path();
-  Log(TIER_LOG_INFO, "replay: " + in.workload->name + " (" +
-                         std::to_string(in.workload->requests.size()) + " requests) with the " +
-                         host.value()->provider_name() + " provider" +
-                         (io_path.empty() ? std::string() : ", io path " + io_path) +
-                         ", namespace " + in.namespace_id + ", policy " +
-                         PolicyName(config.policy));
+  Log(TIER_LOG_INFO,
+      "replay: " + in.workload->name + " (" + std::to_string(in.workload->requests.size()) +
+          " requests) with the " + host.value()->provider_name() + " provider" +
+          (io_path.empty() ? std::string() : ", io path " + io_path) + ", namespace " +
+          in.namespace_id + ", policy " + PolicyName(config.policy));
   sim::RegisterReplayMetrics(in.metrics);
   WaitForScrape(in);
   sim::ReplayOptions run;
@@ -213,8 +212,14 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
   g_stop.store(false);
   ::signal(SIGINT, OnStopSignal);
   ::signal(SIGTERM, OnStopSignal);
-  RunInputs in{&config,          &replay_config,           &profile.value(), &workload.value(),
-               choice.value().plugin, choice.value().options, namespace_id,     &metrics,
+  RunInputs in{&config,
+               &replay_config,
+               &profile.value(),
+               &workload.value(),
+               choice.value().plugin,
+               choice.value().options,
+               namespace_id,
+               &metrics,
                server.get()};
   auto run = ReplayOnce(in);
   if (!run.ok()) return Fail(kExitUsage, run.status().message());
@@ -246,7 +251,8 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
   if (r.provider_calls_outside_admission != 0) {
     return Fail(kExitFailed, "provider I/O happened outside admission and pressure");
   }
-  if (r.interrupted) return Fail(kExitInterrupted, "interrupted: the report covers the requests completed");
+  if (r.interrupted)
+    return Fail(kExitInterrupted, "interrupted: the report covers the requests completed");
   return kExitOk;
 }
 

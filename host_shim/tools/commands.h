@@ -10,8 +10,8 @@
 namespace tier {
 
 constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;  // the provider misbehaved / the job failed
-constexpr int kExitUsage = 2;   // bad flags, a plugin that cannot load or open
+constexpr int kExitFailed = 1;         // the provider misbehaved / the job failed
+constexpr int kExitUsage = 2;          // bad flags, a plugin that cannot load or open
 constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM stopped a replay (partial report)
 
 // The namespace a replay (or gc) works in: --namespace, else the profile's layout fingerprint and

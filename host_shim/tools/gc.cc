@@ -98,10 +98,10 @@ int RunGcCommand(const ServerConfig& config, const GcConfig& gc) {
   std::cout << "gc: namespace '" << EscapeForLog(ns) << "' on " << library.value()->name() << ": "
             << entries.size() << " checkpoint(s); " << (gc.dry_run ? "would remove " : "removed ")
             << removed << " (" << FormatBytes(removed_bytes) << " stored"
-            << (gone > 0 ? ", " + std::to_string(gone) + " already gone" : std::string())
-            << "); " << FormatBytes(stored) << " stored remain (keep " << FormatBytes(keep_bytes)
-            << " stored = " << gc.keep_gib << " GiB logical / bytes-scale "
-            << config.bytes_scale << ")\n";
+            << (gone > 0 ? ", " + std::to_string(gone) + " already gone" : std::string()) << "); "
+            << FormatBytes(stored) << " stored remain (keep " << FormatBytes(keep_bytes)
+            << " stored = " << gc.keep_gib << " GiB logical / bytes-scale " << config.bytes_scale
+            << ")\n";
   instance.value()->Close();
   return kExitOk;
 }

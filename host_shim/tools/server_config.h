@@ -45,8 +45,8 @@ struct ReplayConfig {
   bool compare_null = false;
   bool progress = true;
   bool linger = false;
-  double wait_for_scrape_s = 0;  // --wait-for-scrape SECONDS (0 = start at once)
-  double prefetch_lead_s = 3;    // --prefetch-lead-s: hint this long before a turn (0 = off)
+  double wait_for_scrape_s = 0;   // --wait-for-scrape SECONDS (0 = start at once)
+  double prefetch_lead_s = 3;     // --prefetch-lead-s: hint this long before a turn (0 = off)
   std::string clock = "virtual";  // --clock virtual|wall
   double time_scale = 1;          // --time-scale: virtual seconds per wall second (--clock wall)
 };

@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <iostream>
 
-#include "commands.h"
-#include "gc.h"
 #include <tier/host/log.h>
 #include <tier/host/model_profile.h>
+#include "commands.h"
+#include "gc.h"
 #include "server_config.h"
 
 int main(int argc, char** argv) {

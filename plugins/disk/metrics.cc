@@ -78,10 +78,10 @@ DiskMetrics::DiskMetrics(const tier_host_services* host) : host_(host) {
   entries_ = Series(family(TIER_METRIC_GAUGE, TIER_METRIC_COLD_ENTRIES,
                            "Complete, visible cold checkpoints", {"provider"}),
                     provider, 1);
-  tier_metric_family* quarantined = family(
-      TIER_METRIC_COUNTER, TIER_METRIC_COLD_QUARANTINED,
-      "Cold-tier files moved into quarantine/: corrupt, a stuck name, not owned",
-      {"provider", "reason"});
+  tier_metric_family* quarantined =
+      family(TIER_METRIC_COUNTER, TIER_METRIC_COLD_QUARANTINED,
+             "Cold-tier files moved into quarantine/: corrupt, a stuck name, not owned",
+             {"provider", "reason"});
   for (int r = 0; r < kQuarantineReasons; ++r) {
     const char* values[2] = {kProvider, QuarantineReasonName(static_cast<QuarantineReason>(r))};
     quarantined_[r] = Series(quarantined, values, 2);

@@ -242,7 +242,8 @@ static tier_status null_plan_restore(tier_instance* instance, const tier_key* ke
 static tier_status null_probe(tier_instance* instance, const tier_key* keys, uint32_t key_count,
                               uint8_t* found, tier_error* error) {
   if (instance == NULL || keys == NULL || found == NULL) {
-    return tier_set_error(error, TIER_INVALID_ARGUMENT, "null: probe needs instance, keys and found");
+    return tier_set_error(error, TIER_INVALID_ARGUMENT,
+                          "null: probe needs instance, keys and found");
   }
   if (key_count == 0 || key_count > TIER_PROBE_MAX_KEYS) {
     return tier_set_error(error, TIER_INVALID_ARGUMENT, "null: probe takes 1 to 1024 keys");

@@ -76,8 +76,10 @@ struct World {
         r.pages = std::span(session_pages).first(n);
         r.state = lane->buffers;
         const Sealed done = host->Seal(r);
-        if (done.status.ok()) ++sealed;
-        else if (sealed == 0) std::fprintf(stderr, "seal: %s\n", done.status.ToString().c_str());
+        if (done.status.ok())
+          ++sealed;
+        else if (sealed == 0)
+          std::fprintf(stderr, "seal: %s\n", done.status.ToString().c_str());
         auto entry = std::make_unique<CheckpointEntry>();  // the same identity, for BM_Catalog*
         entry->key = PrefixKey("bench", r.blocks);
         entry->blocks.assign(r.blocks.begin(), r.blocks.end());
@@ -145,7 +147,8 @@ void BM_AdmitHit(benchmark::State& state) {
     latency.Add(std::chrono::steady_clock::now() - t0);
     if (r.outcome != Outcome::kDeviceHit) {
       state.SkipWithError((std::string("expected a device hit, got ") + OutcomeName(r.outcome) +
-                           " (" + RootReasonName(r.root_reason) + ")").c_str());
+                           " (" + RootReasonName(r.root_reason) + ")")
+                              .c_str());
       break;
     }
     w.host->Release(r.id);
@@ -203,8 +206,7 @@ void BM_CatalogLongestPrefix(benchmark::State& state) {
   for (auto _ : state) {
     const size_t r = i++ % requests.size();
     const auto t0 = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(
-        w.catalog.LongestPrefixMatches(requests[r], hashes[r], limit));
+    benchmark::DoNotOptimize(w.catalog.LongestPrefixMatches(requests[r], hashes[r], limit));
     latency.Add(std::chrono::steady_clock::now() - t0);
   }
   latency.Report(state);

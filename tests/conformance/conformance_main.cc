@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "conformance_target.h"
 #include <tier/host/host_services.h>
 #include <tier/host/metrics_registry.h>
 #include <tier/host/plugin_loader.h>
+#include "conformance_target.h"
 
 namespace tier::conformance {
 

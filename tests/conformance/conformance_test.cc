@@ -275,26 +275,27 @@ TEST_P(AbiConformance, EnumerateListsExactlyWhatIsStored) {
     std::vector<int> matched;
     int manifest_ok = 0;
   } seen{&checkpoints, {}, 0};
-  ASSERT_EQ(table()->enumerate(
-                instance(),
-                [](void* user, const tier_entry* entry) -> int32_t {
-                  auto* s = static_cast<Seen*>(user);
-                  for (size_t i = 0; i < s->checkpoints->size(); ++i) {
-                    const TestCheckpoint& c = (*s->checkpoints)[i];
-                    if (!SameKey(c.key, entry->key)) continue;
-                    s->matched.push_back(static_cast<int>(i));
-                    if (entry->segment_count == c.layout.size() &&
-                        entry->logical_bytes == c.logical_bytes() && entry->manifest != nullptr &&
-                        entry->manifest_bytes == 300 &&
-                        sim::SegmentBytesMatch(c.key, TIER_SEGMENT_MANIFEST, 0,
-                                          {static_cast<const std::byte*>(entry->manifest), 300})) {
-                      ++s->manifest_ok;
-                    }
-                  }
-                  return 0;
-                },
-                &seen, nullptr),
-            TIER_OK);
+  ASSERT_EQ(
+      table()->enumerate(
+          instance(),
+          [](void* user, const tier_entry* entry) -> int32_t {
+            auto* s = static_cast<Seen*>(user);
+            for (size_t i = 0; i < s->checkpoints->size(); ++i) {
+              const TestCheckpoint& c = (*s->checkpoints)[i];
+              if (!SameKey(c.key, entry->key)) continue;
+              s->matched.push_back(static_cast<int>(i));
+              if (entry->segment_count == c.layout.size() &&
+                  entry->logical_bytes == c.logical_bytes() && entry->manifest != nullptr &&
+                  entry->manifest_bytes == 300 &&
+                  sim::SegmentBytesMatch(c.key, TIER_SEGMENT_MANIFEST, 0,
+                                         {static_cast<const std::byte*>(entry->manifest), 300})) {
+                ++s->manifest_ok;
+              }
+            }
+            return 0;
+          },
+          &seen, nullptr),
+      TIER_OK);
   std::sort(seen.matched.begin(), seen.matched.end());
   EXPECT_EQ(seen.matched, (std::vector<int>{0, 2}));
   EXPECT_EQ(seen.manifest_ok, 2) << "enumerate returns each entry's manifest and segment table";

@@ -66,12 +66,12 @@ class HostTest : public ::testing::Test {
   std::shared_ptr<device::TransferEngine> engine_;
   std::unique_ptr<sim::KvPool> pool_;
   std::unique_ptr<Host> host_;
-  std::vector<Event> events_;                     // every event seen, in order
-  std::map<uint64_t, Admission> ended_;           // admissions that ended through an event
+  std::vector<Event> events_;                             // every event seen, in order
+  std::map<uint64_t, Admission> ended_;                   // admissions that ended through an event
   std::map<uint64_t, std::vector<uint32_t>> held_pages_;  // ready admission -> its pages
   std::map<uint64_t, std::unique_ptr<sim::KvPool::StateSet>> lanes_;    // admission -> lane
   std::map<uint64_t, std::unique_ptr<sim::KvPool::StateSet>> sealing_;  // seal -> state
-  uint64_t verified_ = 0, mismatched_ = 0;        // byte checks of ready admissions
+  uint64_t verified_ = 0, mismatched_ = 0;  // byte checks of ready admissions
 
   // Checks the pages and lane state of a ready admission against what the model holds, and tells
   // the Host (ReportVerification). True when exact.

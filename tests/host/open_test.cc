@@ -59,9 +59,8 @@ TEST_F(HostOpen, NoColdTierIsTwoTiers) {
 
 TEST_F(HostOpen, RestartReadoptsColdCheckpointsOfTheSameNamespace) {
   tier::test::ScopedTempDir dir;
-  const ProviderOptions disk = {{"dir", dir.path() + "/cold"},
-                                {"capacity_bytes", "67108864"},
-                                {"chunk_kib", "64"}};
+  const ProviderOptions disk = {
+      {"dir", dir.path() + "/cold"}, {"capacity_bytes", "67108864"}, {"chunk_kib", "64"}};
   Open("disk", disk, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
   const auto a = Blocks(10, 1);
   SealAndPushToCold(a);

@@ -117,10 +117,11 @@ typedef struct test_provider_v1_7 {
 #endif
 
 static const test_provider_v1_7 kTable = {
-    {T_SIZE, T_MAJOR, T_MINOR, 0, "test", "0", t_open, t_close, t_info, t_stats, t_stat, t_spill,
-     T_RESTORE, t_remove, t_enumerate, t_plan,
+    {
+        T_SIZE, T_MAJOR, T_MINOR, 0, "test", "0", t_open, t_close, t_info, t_stats, t_stat, t_spill,
+        T_RESTORE, t_remove, t_enumerate, t_plan,
 #ifdef TIER_PROVIDER_V1_1_SIZE
-     NULL /* probe: optional */
+        NULL /* probe: optional */
 #endif
     },
     t_future_op};

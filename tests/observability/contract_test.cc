@@ -126,9 +126,8 @@ TEST(Contract, TableMatchesTheAbiHeader) {
   EXPECT_EQ(values(TIER_METRIC_COLD_DECISIONS, "reason"), reasons);
   EXPECT_EQ(values(TIER_METRIC_COLD_IO_PATH, "path"),
             (std::set<std::string>{TIER_IO_PATH_LIBRADOS, TIER_IO_PATH_IO_URING_DIRECT,
-                                   TIER_IO_PATH_IO_URING_BUFFERED,
-                                   TIER_IO_PATH_THREADS_DIRECT, TIER_IO_PATH_THREADS_BUFFERED,
-                                   TIER_IO_PATH_NONE}));
+                                   TIER_IO_PATH_IO_URING_BUFFERED, TIER_IO_PATH_THREADS_DIRECT,
+                                   TIER_IO_PATH_THREADS_BUFFERED, TIER_IO_PATH_NONE}));
 }
 
 // Compares one scrape with the table in both directions; one line per disagreement.

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include <tier/status.h>
 #include <tier/host/host_services.h>
 #include <tier/host/metrics_registry.h>
 #include <tier/host/plugin_loader.h>
 #include <tier/host/provider_instance.h>
+#include <tier/status.h>
 #include "test_support.h"
 
 namespace tier::rados::test {

@@ -5,8 +5,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "disk_test_util.h"
 #include <tier/host/identity.h>
+#include "disk_test_util.h"
 
 #include "host_fixture.h"
 
@@ -16,7 +16,6 @@ namespace {
 using disk::test::FileBytes;
 using disk::test::ListDir;
 using disk::test::TempDir;
-
 
 class HostOverDisk : public HostTest {
  protected:
@@ -78,8 +77,7 @@ void PrintTo(const FaultCase& c, std::ostream* os) {
   *os << c.fault;
 }
 
-class HostOverFailingDisk : public HostOverDisk,
-                               public ::testing::WithParamInterface<FaultCase> {};
+class HostOverFailingDisk : public HostOverDisk, public ::testing::WithParamInterface<FaultCase> {};
 
 TEST_P(HostOverFailingDisk, KeepsTheHostCopyAndCountsTheFailure) {
   OpenOverDisk(GetParam().fault);

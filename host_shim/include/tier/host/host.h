@@ -51,7 +51,7 @@ namespace tier {
 enum class Policy {
   kValue,  // prefill time saved per byte, aged by recency, with use frequency and supersession
   kLru,    // recency only (baseline)
-  kGdsf,   // greedy-dual-size-frequency: frequency x prefill cost / size, inflation aging (baseline)
+  kGdsf,  // greedy-dual-size-frequency: frequency x prefill cost / size, inflation aging (baseline)
 };
 const char* PolicyName(Policy policy);  // "value", "lru", "gdsf"
 // Parses "value", "lru", "gdsf"; INVALID_ARGUMENT naming the value otherwise.
@@ -176,27 +176,27 @@ struct Admission {
   // work after it (Transfer::make_stream_wait) or wait() on it before using the state.
   device::Transfer state_copy;
   std::vector<std::byte> server_manifest;  // what the server sealed with it (kReady)
-  uint64_t cold_restore_ns = 0;      // wall time of the provider's restore (cold restores)
-  uint64_t transfer_model_ns = 0;    // modelled Host->Device transfer time (cost model)
-  uint64_t wait_ns = 0;              // wall time from Admit to ready (pending admissions)
-  bool prefetched = false;           // a prefetch brought it into Host before the request came
-  uint64_t prefetch_hidden_ns = 0;   // cold restore time the prefetch took off this request
+  uint64_t cold_restore_ns = 0;            // wall time of the provider's restore (cold restores)
+  uint64_t transfer_model_ns = 0;          // modelled Host->Device transfer time (cost model)
+  uint64_t wait_ns = 0;                    // wall time from Admit to ready (pending admissions)
+  bool prefetched = false;          // a prefetch brought it into Host before the request came
+  uint64_t prefetch_hidden_ns = 0;  // cold restore time the prefetch took off this request
 };
 
 struct SealRequest {
-  std::span<const uint64_t> blocks;     // identity (borrowed for the call)
-  uint64_t tokens = 0;                  // the frontier, <= pages x tokens_per_page
-  bool shared_prefix = false;           // a stable prefix seeding many siblings (a system head)
-  std::span<const uint32_t> pages;      // pool pages of tokens [0, tokens), in order
-  std::vector<StateBuffer> state;       // read until the kSealed event (or `copied`)
+  std::span<const uint64_t> blocks;  // identity (borrowed for the call)
+  uint64_t tokens = 0;               // the frontier, <= pages x tokens_per_page
+  bool shared_prefix = false;        // a stable prefix seeding many siblings (a system head)
+  std::span<const uint32_t> pages;   // pool pages of tokens [0, tokens), in order
+  std::vector<StateBuffer> state;    // read until the kSealed event (or `copied`)
   std::span<const std::byte> server_manifest;  // opaque, <= 32 KiB, stored and returned as is
   uint64_t now_ns = 0;
 };
 
 struct Sealed {
   uint64_t id = 0;
-  Status status;         // not ok: nothing was taken (no page held, no buffer read)
-  bool existed = false;  // the checkpoint was already sealed: only its use time was touched
+  Status status;           // not ok: nothing was taken (no page held, no buffer read)
+  bool existed = false;    // the checkpoint was already sealed: only its use time was touched
   bool on_device = false;  // the Host holds the pages (a Device placement)
   // The reads of the state buffers (and, when not on Device, of the pages), queued on the engine.
   device::Transfer copied;
@@ -228,9 +228,9 @@ struct HostStats {
   uint64_t remote_hits = 0;  // cold restores of checkpoints another server spilled (probe)
   uint64_t prefetches = 0, prefetches_used = 0, prefetches_wasted = 0;
   uint64_t prefetch_hidden_ns = 0;
-  uint64_t timeouts = 0;           // provider operations that passed their deadline
+  uint64_t timeouts = 0;  // provider operations that passed their deadline
   uint64_t verified_restores = 0, mismatched_restores = 0;  // ReportVerification calls
-  uint64_t cold_write_bytes = 0;   // stored bytes written to the cold tier
+  uint64_t cold_write_bytes = 0;                            // stored bytes written to the cold tier
   uint64_t provider_calls_outside_admission = 0;  // must stay 0: no cold I/O during decode
   uint64_t entries = 0, device_entries = 0, host_entries = 0, cold_entries = 0;
   uint64_t device_bytes = 0, host_bytes = 0, cold_bytes = 0;  // logical
@@ -243,9 +243,9 @@ struct CheckpointInfo {
   bool on_device = false, on_host = false, on_cold = false;
   uint64_t tokens = 0;
   uint64_t logical_bytes = 0;
-  uint32_t pins = 0;        // requests and operations using it
+  uint32_t pins = 0;  // requests and operations using it
   bool shared_prefix = false;
-  bool remote = false;      // found in a shared tier, spilled by another server
+  bool remote = false;  // found in a shared tier, spilled by another server
 };
 
 class Host {
