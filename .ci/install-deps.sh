@@ -8,7 +8,7 @@ packages=(
   prometheus-cpp-dev nlohmann-json3-dev libcli11-dev  # host: metrics, JSON, command line
   libgtest-dev libbenchmark-dev                    # tests and microbenchmarks
   prometheus                                       # tests/observability: prometheus, promtool (own loopback ports; the packaged service is not used)
-  clang libclang-rt-14-dev                         # tests/run-fuzz.sh: libFuzzer
+  clang libclang-rt-14-dev clang-format            # tests/run-fuzz.sh: libFuzzer; Style.ClangFormatClean
   e2fsprogs mount                                  # FaultInjection: a full ext4 loop image
   librados-dev                                     # plugins/rados: the shared cold tier on Ceph RADOS
   ceph-mon ceph-mgr ceph-osd ceph-common           # tests/ceph/ceph-cluster.sh: the single-node test cluster (no systemd unit is used)
