@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <map>
 #include <deque>
 #include <queue>
 #include <thread>
@@ -47,6 +49,31 @@ struct InService {
   std::unique_ptr<KvPool::StateSet> state;
   size_t shared_blocks = 0;  // publish blocks[0..shared_blocks) as a shared prefix
 };
+
+// What the report needs of each request once it was served.
+struct Record {
+  uint64_t arrival_ns = 0, start_ns = 0, first_token_ns = 0, done_ns = 0;
+  uint64_t admission_ns = 0, prefill_ns = 0, root_prefill_ns = 0;
+  uint64_t parked_tokens = 0;  // the parked checkpoint its prompt extends (0: none)
+  bool served = false;
+  bool resumed = false;  // reused at least its parked checkpoint
+  bool prefetched = false;  // a prefetch brought it from cold into Host before it came
+  Outcome outcome = Outcome::kRootPrefill;
+};
+
+const char* OutcomeTier(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kDeviceHit:
+      return "device";
+    case Outcome::kHostRestore:
+      return "host";
+    case Outcome::kColdRestore:
+      return "cold";
+    case Outcome::kRootPrefill:
+      break;
+  }
+  return "root";
+}
 
 double Percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0;
@@ -109,6 +136,7 @@ class Engine {
     }
     service_.resize(w_.requests.size());
     arrival_ns_.assign(w_.requests.size(), 0);
+    records_.resize(w_.requests.size());
     if (metrics != nullptr) {
       RegisterReplayMetrics(metrics);
       ttft_ = metrics->Series(metrics->Histogram(kTtft, kTtftHelp, {}, kTtftBuckets));
@@ -132,6 +160,10 @@ class Engine {
   void ResolvePending();
   void Progress(bool final);
   void Count(const Admission& admission);
+  uint64_t ParkedTokens(const Request& r) const;
+  void Summarize();
+  void SummarizeReturning();
+  void SummarizeStability();
   bool Wall() const { return o_.clock == ReplayOptions::Clock::kWall; }
   // kWall: the virtual time the wall clock has reached.
   uint64_t WallVirtualNs() const;
@@ -155,6 +187,8 @@ class Engine {
   std::unordered_map<uint64_t, size_t> pending_;  // admission id -> request
   std::unordered_map<uint64_t, std::unique_ptr<KvPool::StateSet>> sealing_;  // seal id -> state
   std::unordered_set<uint64_t> seen_prefixes_;
+  std::unordered_set<uint64_t> sealed_identities_;  // full identities requests sealed so far
+  std::vector<Record> records_;
   std::vector<double> ttfts_;
   uint64_t now_ns_ = 0;
   uint32_t busy_ = 0;
@@ -247,6 +281,8 @@ void Engine::Start(size_t index) {
   const Request& r = w_.requests[index];
   InService& s = service_[index];
   s.start_ns = now_ns_;
+  records_[index].start_ns = now_ns_;
+  records_[index].parked_tokens = ParkedTokens(r);
   auto state = pool_.NewStateSet();
   if (!state.ok()) {
     Log(TIER_LOG_ERROR, "replay: " + state.status().ToString());
@@ -268,6 +304,15 @@ void Engine::Start(size_t index) {
     return;
   }
   Admitted(index, a);
+}
+
+uint64_t Engine::ParkedTokens(const Request& r) const {
+  if (sealed_identities_.empty()) return 0;
+  const std::vector<uint64_t> hashes = PrefixHashes(r.blocks);
+  for (size_t k = hashes.size(); k > 0; --k) {
+    if (sealed_identities_.count(hashes[k - 1]) != 0) return k * w_.block_tokens;
+  }
+  return 0;
 }
 
 bool Engine::Verify(size_t index, const Admission& a) {
@@ -332,17 +377,23 @@ void Engine::Admitted(size_t index, const Admission& admission) {
     now_ns_ = std::max(now_ns_, WallVirtualNs());
     admission_ns = s.start_ns < now_ns_ ? now_ns_ - s.start_ns : 0;
   }
+  // With the Host's restore model the replay charges the modelled read (deterministic);
+  // otherwise the measured wall time of the real (scaled) restore, scaled back to logical size.
+  const bool model = host_.options().model_cold_read_bytes_per_second > 0;
   if (a.prefetched) {
     report_.prefetch_hidden_seconds +=
-        static_cast<double>(a.prefetch_hidden_ns * host_.options().bytes_scale) / 1e9;
+        static_cast<double>(model ? a.cold_restore_model_ns
+                                  : a.prefetch_hidden_ns * host_.options().bytes_scale) /
+        1e9;
   }
   if (Wall()) {
     admission_ns += a.outcome == Outcome::kDeviceHit || a.outcome == Outcome::kRootPrefill
                         ? 0
                         : a.transfer_model_ns;
   } else if (a.outcome == Outcome::kColdRestore) {
-    // Measured wall time of the real (scaled) restore, scaled back to the logical size.
-    admission_ns = a.cold_restore_ns * host_.options().bytes_scale + a.transfer_model_ns;
+    admission_ns = (model ? a.cold_restore_model_ns
+                          : a.cold_restore_ns * host_.options().bytes_scale) +
+                   a.transfer_model_ns;
   } else if (a.outcome == Outcome::kHostRestore) {
     admission_ns = a.transfer_model_ns;
   }
@@ -358,6 +409,18 @@ void Engine::Admitted(size_t index, const Admission& admission) {
   const double ttft_s = static_cast<double>(first_token_ns - arrival_ns_[index]) / 1e9;
   ttfts_.push_back(ttft_s);
   if (ttft_ != nullptr) ttft_->Observe(ttft_s);
+  Record& rec = records_[index];
+  rec.served = true;
+  rec.arrival_ns = arrival_ns_[index];
+  rec.admission_ns = admission_ns;
+  rec.prefill_ns = prefill_ns;
+  rec.root_prefill_ns = no_reuse_ns;
+  rec.first_token_ns = first_token_ns;
+  rec.done_ns = first_token_ns + cost_.DecodeNs(r.output_tokens);
+  rec.outcome = a.outcome;
+  rec.prefetched = a.prefetched;
+  rec.resumed = a.outcome != Outcome::kRootPrefill && rec.parked_tokens > 0 &&
+                a.cached_tokens >= rec.parked_tokens;
 
   // A prefix that an earlier request carried too, longer than what was reused and shorter than
   // this request's own checkpoint, is published as a shared prefix when it completes.
@@ -413,6 +476,7 @@ void Engine::Complete(size_t index) {
   if (!r.seal_blocks.empty() && s.state != nullptr) {
     SealCheckpoint(index, r.seal_blocks, false, std::move(s.state));
   }
+  if (!r.seal_blocks.empty()) sealed_identities_.insert(PrefixHashes(r.seal_blocks).back());
   s.state.reset();
   if (s.admission_id != 0) timed_([&] { host_.Release(s.admission_id); });
   s.admission_id = 0;
@@ -522,6 +586,11 @@ ReplayReport Engine::Run() {
   report_.virtual_seconds = static_cast<double>(now_ns_) / 1e9;
   report_.prefill_seconds_saved =
       report_.prefill_seconds_no_reuse - report_.prefill_seconds - report_.admission_seconds;
+  report_.prefill_saved_share = report_.prefill_seconds_no_reuse > 0
+                                    ? report_.prefill_seconds_saved /
+                                          report_.prefill_seconds_no_reuse
+                                    : 0;
+  Summarize();
   report_.host = host_.Stats();
   report_.restore_exact = report_.mismatched_restores == 0;
   report_.provider_calls_outside_admission = report_.host.provider_calls_outside_admission;
@@ -538,6 +607,120 @@ ReplayReport Engine::Run() {
   report_.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
   return report_;
+}
+
+void Engine::Summarize() {
+  std::vector<double> queue_s;
+  for (const Record& rec : records_) {
+    if (rec.served) queue_s.push_back(static_cast<double>(rec.start_ns - rec.arrival_ns) / 1e9);
+  }
+  report_.queue_p50_s = Percentile(queue_s, 0.50);
+  report_.queue_p99_s = Percentile(queue_s, 0.99);
+  SummarizeReturning();
+  SummarizeStability();
+}
+
+void Engine::SummarizeReturning() {
+  struct Samples {
+    std::vector<double> ttft, queue, restore, prefill, root, parked;
+  };
+  std::map<std::string, Samples> by_kind;
+  for (const Record& rec : records_) {
+    if (!rec.served || rec.parked_tokens == 0) continue;
+    const char* kind = !rec.resumed  ? "root"
+                       : rec.prefetched ? "cold_prefetched"
+                                        : OutcomeTier(rec.outcome);
+    Samples& s = by_kind[kind];
+    s.ttft.push_back(static_cast<double>(rec.first_token_ns - rec.arrival_ns) / 1e9);
+    s.queue.push_back(static_cast<double>(rec.start_ns - rec.arrival_ns) / 1e9);
+    s.restore.push_back(static_cast<double>(rec.admission_ns) / 1e9);
+    s.prefill.push_back(static_cast<double>(rec.prefill_ns) / 1e9);
+    s.root.push_back(static_cast<double>(rec.root_prefill_ns) / 1e9);
+    s.parked.push_back(static_cast<double>(rec.parked_tokens));
+  }
+  for (auto& [kind, s] : by_kind) {
+    ReturningFigures f;
+    f.requests = s.ttft.size();
+    f.ttft_p50_s = Percentile(s.ttft, 0.50);
+    f.ttft_p99_s = Percentile(s.ttft, 0.99);
+    f.queue_p50_s = Percentile(s.queue, 0.50);
+    f.queue_p99_s = Percentile(s.queue, 0.99);
+    f.restore_p50_s = Percentile(s.restore, 0.50);
+    f.prefill_p50_s = Percentile(s.prefill, 0.50);
+    f.root_prefill_p50_s = Percentile(s.root, 0.50);
+    f.root_prefill_p99_s = Percentile(s.root, 0.99);
+    f.parked_tokens_p50 = Percentile(s.parked, 0.50);
+    report_.returning[kind] = f;
+  }
+}
+
+void Engine::SummarizeStability() {
+  const uint32_t lanes = std::max<uint32_t>(1, o_.max_concurrency);
+  // Service per request (restore + prefill + decode); per session for closed loops.
+  std::vector<size_t> head(w_.requests.size());
+  std::map<size_t, std::pair<double, double>> sessions;  // head -> (service s, think s)
+  double service_s = 0, busy_s = 0;
+  uint64_t first_arrival = UINT64_MAX, last_arrival = 0, served = 0;
+  bool closed = false;
+  for (size_t i = 0; i < w_.requests.size(); ++i) {
+    const Request& r = w_.requests[i];
+    head[i] = r.after ? head[*r.after] : i;
+    closed = closed || r.after.has_value();
+    const Record& rec = records_[i];
+    if (!rec.served) continue;
+    ++served;
+    const double s = static_cast<double>(rec.done_ns - rec.start_ns) / 1e9;
+    service_s += s;
+    busy_s += s;
+    sessions[head[i]].first += s;
+    sessions[head[i]].second += static_cast<double>(r.think_ns) / 1e9;
+    first_arrival = std::min(first_arrival, rec.arrival_ns);
+    last_arrival = std::max(last_arrival, rec.arrival_ns);
+  }
+  if (served == 0) return;
+  const double makespan_s = std::max(1e-9, static_cast<double>(now_ns_) / 1e9);
+  report_.lane_utilization = busy_s / (lanes * makespan_s);
+  if (closed) {
+    double demand = 0;
+    for (const auto& [h, st] : sessions) demand += st.first / std::max(1e-9, st.first + st.second);
+    report_.offered_utilization = demand / lanes;
+  } else {
+    const double span_s = static_cast<double>(last_arrival - first_arrival) / 1e9;
+    report_.offered_utilization = service_s / (lanes * std::max(span_s, 1e-9));
+  }
+  // Queueing of the first and the last quarter of requests, by arrival.
+  std::vector<std::pair<uint64_t, double>> waits;
+  for (const Record& rec : records_) {
+    if (rec.served) {
+      waits.push_back({rec.arrival_ns, static_cast<double>(rec.start_ns - rec.arrival_ns) / 1e9});
+    }
+  }
+  std::sort(waits.begin(), waits.end());
+  const size_t quarter = std::max<size_t>(1, waits.size() / 4);
+  double first = 0, last = 0;
+  for (size_t i = 0; i < quarter; ++i) {
+    first += waits[i].second;
+    last += waits[waits.size() - 1 - i].second;
+  }
+  report_.queue_first_quarter_s = first / static_cast<double>(quarter);
+  report_.queue_last_quarter_s = last / static_cast<double>(quarter);
+  const double mean_service_s = service_s / static_cast<double>(served);
+  report_.queue_grew = waits.size() >= 8 && report_.queue_last_quarter_s >
+                                                2 * report_.queue_first_quarter_s + mean_service_s;
+  char why[256];
+  if (report_.offered_utilization >= 1) {
+    std::snprintf(why, sizeof(why),
+                  "offered load %.2f of the %u lanes' capacity (queueing p50 %.1f s)",
+                  report_.offered_utilization, lanes, report_.queue_p50_s);
+    report_.unstable_reason = why;
+  } else if (report_.queue_grew) {
+    std::snprintf(why, sizeof(why),
+                  "the queue grew through the run (mean wait %.1f s in the first quarter, %.1f s "
+                  "in the last)",
+                  report_.queue_first_quarter_s, report_.queue_last_quarter_s);
+    report_.unstable_reason = why;
+  }
+  report_.unstable = !report_.unstable_reason.empty();
 }
 
 void Engine::Progress(bool final) {

@@ -6,7 +6,8 @@
 // holds synthetic KV (a function of the prefix), Host::Seal gathers it, spills and restores go
 // through the provider, restores scatter into other free pages, and every restored page and state
 // buffer is checked against what the model would hold (restore_exact). A cold restore costs its
-// measured wall time times the bytes scale. `max_concurrency` lanes serve requests FIFO; a
+// measured wall time times the bytes scale, or (HostOptions::model_cold_read_bytes_per_second set)
+// its modelled time, deterministic. `max_concurrency` lanes serve requests FIFO; a
 // request's checkpoint is sealed when it completes, and a prefix that earlier requests share (a
 // system head) is published as its own checkpoint on the way.
 #pragma once
@@ -45,6 +46,20 @@ struct ReplayOptions {
   double time_scale = 1;  // kWall: virtual seconds per wall second
 };
 
+// Requests that resumed a parked conversation: their prompt extends a checkpoint an earlier
+// request sealed. Grouped by where the state came from: "device", "host", "cold",
+// "cold_prefetched" (a prefetch hint brought it from cold into Host before the turn came), or
+// "root" when the parked checkpoint was gone (prefilled from the root or a shorter shared prefix).
+struct ReturningFigures {
+  uint64_t requests = 0;
+  double ttft_p50_s = 0, ttft_p99_s = 0;      // arrival to first token
+  double queue_p50_s = 0, queue_p99_s = 0;    // arrival to a lane
+  double restore_p50_s = 0;                   // restore and transfer before prefill
+  double prefill_p50_s = 0;                   // prefill of what the checkpoint did not cover
+  double root_prefill_p50_s = 0, root_prefill_p99_s = 0;  // the prompt from the root, no reuse
+  double parked_tokens_p50 = 0;               // tokens of the parked checkpoint it extends
+};
+
 struct ReplayReport {
   std::string workload;
   std::string provider;
@@ -62,8 +77,29 @@ struct ReplayReport {
   double prefill_seconds_no_reuse = 0;  // prefill had nothing been reused
   double admission_seconds = 0;         // restores and transfers before prefill
   double prefill_seconds_saved = 0;     // no_reuse - (prefill + admission)
+  double prefill_saved_share = 0;       // prefill_seconds_saved / prefill_seconds_no_reuse
   double ttft_p50_s = 0;
   double ttft_p99_s = 0;
+  double queue_p50_s = 0;  // arrival to a lane (queueing only)
+  double queue_p99_s = 0;
+  // "device", "host", "cold", "cold_prefetched", "root" (absent when none of that kind).
+  std::map<std::string, ReturningFigures> returning;
+  // Stability. offered_utilization: the lanes' share the requests ask for at the service times
+  // this run gave them (restore + prefill + decode): open loop, over the arrival span; closed
+  // loop (turns after think times), sum over sessions of service / (service + think). At or
+  // above 1 the queue cannot drain. lane_utilization: busy lane time over lanes x the run.
+  // queue_grew: requests arriving in the last quarter waited much longer than the first
+  // quarter's (more than twice, plus a mean service time).
+  double offered_utilization = 0;
+  double lane_utilization = 0;
+  double queue_first_quarter_s = 0, queue_last_quarter_s = 0;  // mean queueing
+  bool queue_grew = false;
+  bool unstable = false;
+  std::string unstable_reason;  // "" when stable
+  double trace_time_scale = 1;         // the stretch the workload was loaded with
+  std::string trace_time_scale_how;    // "given", "auto: ..." (set by the caller)
+  std::string restore_cost = "measured";  // "measured" or "model X GB/s"
+  std::string policy;                  // set by the caller
   double virtual_seconds = 0;
   double wall_seconds = 0;
   uint64_t pending_admissions = 0;  // admissions that were not ready at once

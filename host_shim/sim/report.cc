@@ -18,9 +18,48 @@ std::string Fixed(double value, int digits) {
 
 }  // namespace
 
+namespace {
+
+nlohmann::json ReturningJson(const ReplayReport& r) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [kind, f] : r.returning) {
+    out[kind] = {{"requests", f.requests},
+                 {"ttft_p50_s", f.ttft_p50_s},
+                 {"ttft_p99_s", f.ttft_p99_s},
+                 {"queue_p50_s", f.queue_p50_s},
+                 {"queue_p99_s", f.queue_p99_s},
+                 {"restore_p50_s", f.restore_p50_s},
+                 {"prefill_p50_s", f.prefill_p50_s},
+                 {"root_prefill_p50_s", f.root_prefill_p50_s},
+                 {"root_prefill_p99_s", f.root_prefill_p99_s},
+                 {"parked_tokens_p50", f.parked_tokens_p50}};
+  }
+  return out;
+}
+
+nlohmann::json StabilityJson(const ReplayReport& r) {
+  return {{"offered_utilization", r.offered_utilization},
+          {"lane_utilization", r.lane_utilization},
+          {"queue_first_quarter_s", r.queue_first_quarter_s},
+          {"queue_last_quarter_s", r.queue_last_quarter_s},
+          {"queue_grew", r.queue_grew},
+          {"unstable", r.unstable},
+          {"reason", r.unstable_reason},
+          {"trace_time_scale", r.trace_time_scale},
+          {"trace_time_scale_how", r.trace_time_scale_how}};
+}
+
+}  // namespace
+
+double ColdBytesPerSavedSecond(const ReplayReport& r) {
+  return r.prefill_seconds_saved > 0
+             ? static_cast<double>(r.host.cold_write_logical_bytes) / r.prefill_seconds_saved
+             : 0;
+}
+
 nlohmann::json ReportJson(const ReplayReport& r) {
   const HostStats& h = r.host;
-  return {{"workload", r.workload},
+  nlohmann::json doc = {{"workload", r.workload},
           {"provider", r.provider},
           {"requests", r.requests},
           {"completed", r.completed},
@@ -77,7 +116,66 @@ nlohmann::json ReportJson(const ReplayReport& r) {
           {"lane_steps_during_restores", r.lane_steps_during_restores},
           {"virtual_seconds", r.virtual_seconds},
           {"wall_seconds", r.wall_seconds}};
+  doc["policy"] = r.policy;
+  doc["restore_cost"] = r.restore_cost;
+  doc["prefill_saved_share"] = r.prefill_saved_share;
+  doc["queue_p50_s"] = r.queue_p50_s;
+  doc["queue_p99_s"] = r.queue_p99_s;
+  doc["returning"] = ReturningJson(r);
+  doc["stability"] = StabilityJson(r);
+  doc["unstable"] = r.unstable;
+  doc["cold_write_bytes_logical"] = h.cold_write_logical_bytes;
+  doc["cold_write_bytes_per_saved_prefill_second"] = ColdBytesPerSavedSecond(r);
+  doc["cold_write_parent_kv_bytes_logical"] = h.cold_write_parent_kv_logical_bytes;
+  doc["cold_admission_refused_superseded"] = h.cold_admission_superseded;
+  doc["cold_admission_refused_not_worth_restore"] = h.cold_admission_not_worth;
+  doc["superseded_checkpoints"] = h.superseded_checkpoints;
+  doc["value_half_life_s"] = h.value_half_life_s;
+  doc["value_superseded_weight"] = h.value_superseded_weight;
+  return doc;
 }
+
+namespace {
+
+void PrintReturning(std::ostream& out, const ReplayReport& r) {
+  if (r.returning.empty()) return;
+  out << "returning sessions (" << r.provider
+      << "; a prompt that extends a checkpoint an earlier request parked), TTFT = queue + "
+         "restore + prefill:\n";
+  const std::pair<const char*, const char*> kinds[] = {{"device", "still on Device"},
+                                                       {"host", "restored from Host"},
+                                                       {"cold_prefetched", "prefetched from cold"},
+                                                       {"cold", "restored from cold"},
+                                                       {"root", "could not resume (root)"}};
+  for (const auto& [kind, label] : kinds) {
+    auto it = r.returning.find(kind);
+    if (it == r.returning.end()) continue;
+    const ReturningFigures& f = it->second;
+    out << "  " << std::left << std::setw(24) << label << std::right << std::setw(5)
+        << f.requests << " requests: TTFT p50 " << Fixed(f.ttft_p50_s, 2) << " s (queue "
+        << Fixed(f.queue_p50_s, 2) << " + restore " << Fixed(f.restore_p50_s, 2) << " + prefill "
+        << Fixed(f.prefill_p50_s, 2) << "), p99 " << Fixed(f.ttft_p99_s, 2) << " s, instead of "
+        << Fixed(f.root_prefill_p50_s, 1) << " s root prefill (p50; "
+        << static_cast<uint64_t>(f.parked_tokens_p50) << " tokens parked)\n";
+  }
+}
+
+void PrintStability(std::ostream& out, const ReplayReport& r) {
+  out << "load (" << r.provider << "): offered utilization " << Fixed(r.offered_utilization, 2)
+      << " of the lanes, lanes busy " << Fixed(100 * r.lane_utilization, 0)
+      << "%, queueing p50 " << Fixed(r.queue_p50_s, 2) << " s, p99 " << Fixed(r.queue_p99_s, 2)
+      << " s";
+  if (r.trace_time_scale != 1 || !r.trace_time_scale_how.empty()) {
+    out << ", trace time scale " << Fixed(r.trace_time_scale, 2);
+    if (!r.trace_time_scale_how.empty()) out << " (" << r.trace_time_scale_how << ")";
+  }
+  out << (r.unstable ? "\nUNSTABLE (" + r.provider + "): " + r.unstable_reason +
+                           "; the order of arrivals and seals is no longer the workload's, "
+                           "compare runs at a stable scale (--trace-time-scale auto)\n"
+                     : ": stable\n");
+}
+
+}  // namespace
 
 void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c) {
   struct Row {
@@ -95,6 +193,7 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
                                   Fixed(x.prefill_seconds, 1),
                                   Fixed(x.admission_seconds, 1),
                                   Fixed(x.prefill_seconds_saved, 1),
+                                  Fixed(100 * x.prefill_saved_share, 1) + "%",
                                   Fixed(x.ttft_p50_s, 2),
                                   Fixed(x.ttft_p99_s, 2),
                                   FormatBytes(x.host.spilled_logical_bytes),
@@ -112,6 +211,7 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
                                           "prefill s (run)",
                                           "restore+transfer s",
                                           "prefill s saved",
+                                          "share of prefill saved",
                                           "TTFT p50 s",
                                           "TTFT p99 s",
                                           "spilled (logical)",
@@ -142,6 +242,9 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
         << r.host.prefetches_wasted << " wasted, " << Fixed(r.prefetch_hidden_seconds, 1)
         << " s of restore time taken off requests\n";
   }
+  PrintReturning(out, r);
+  PrintStability(out, r);
+  if (c != nullptr) PrintStability(out, *c);
   out << "scheduler thread (" << r.provider << ", " << r.clock << " clock): " << r.tier_calls
       << " tier calls, longest " << Fixed(r.scheduler_stall_max_ms, 3) << " ms, p99 "
       << Fixed(r.scheduler_stall_p99_ms, 3) << " ms; most CPU in one call "

@@ -10,6 +10,9 @@
 namespace tier::sim {
 
 nlohmann::json ReportJson(const ReplayReport& report);
+// Logical bytes written to the cold tier per second of prefill saved (NVMe endurance); 0 when
+// nothing was saved. Pure.
+double ColdBytesPerSavedSecond(const ReplayReport& report);
 // The summary table of one run, or of a run next to its null-provider comparison.
 void PrintReport(std::ostream& out, const ReplayReport& report,
                  const ReplayReport* compare = nullptr);

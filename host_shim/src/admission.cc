@@ -11,6 +11,7 @@
 #include <tier/host/log.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "host_impl.h"
@@ -202,6 +203,7 @@ void Host::Impl::UseHostCopy(AdmissionOp* op) {
   if (e->prefetched) {
     op->result.prefetched = true;
     op->result.prefetch_hidden_ns = e->prefetch_restore_ns;
+    op->result.cold_restore_model_ns = e->prefetch_restore_model_ns;
     e->prefetched = false;
     ++stats_.prefetches_used;
     stats_.prefetch_hidden_ns += e->prefetch_restore_ns;
@@ -234,7 +236,15 @@ void Host::Impl::CheckCopy(AdmissionOp* op) {
 void Host::Impl::StartPlan(AdmissionOp* op) {
   CheckpointEntry* e = op->entry;
   // Providers compare against stored (scaled) bytes: scale the prediction the same way.
-  const uint64_t predicted_ns = cost_.RootPrefillNs(e->tokens) / options_.bytes_scale;
+  uint64_t predicted_ns = cost_.RootPrefillNs(e->tokens) / options_.bytes_scale;
+  if (options_.model_cold_read_bytes_per_second > 0) {
+    // The model decides restore-or-root (deterministic); the provider only says whether it can.
+    if (RestoreNsFrom(*e, kCold) >= e->prefill_saved_ns) {
+      Skip(op, RootReason::kCost, true);
+      return;
+    }
+    predicted_ns = UINT64_MAX;
+  }
   op->planned_generation = e->generation;
   op->stage = Stage::kPlan;
   op->awaiting_provider = true;
@@ -374,6 +384,16 @@ void Host::Impl::OnRestored(uint64_t id, std::shared_ptr<HostCopy> buffers,
   stats_.restored_stored_bytes += done.stored_bytes;
   op->cold_restore_ns = done.duration_ns;
   op->result.cold_restore_ns = done.duration_ns;
+  const uint64_t model_ns =
+      options_.model_cold_read_bytes_per_second > 0 ? ColdReadNs(*e) : 0;
+  op->result.cold_restore_model_ns = model_ns;
+  if (done.duration_ns > 0) {
+    const double rate = static_cast<double>(e->logical_bytes) * 1e9 /
+                        (static_cast<double>(done.duration_ns) *
+                         static_cast<double>(options_.bytes_scale));
+    observed_cold_read_bytes_per_second_ =
+        0.8 * observed_cold_read_bytes_per_second_ + 0.2 * std::clamp(rate, 1e6, 1e12);
+  }
   op->staging = std::move(buffers);
   if (!LandInHost(op)) return;
   if (e->readopted) ++stats_.readopted_hits;
@@ -384,6 +404,7 @@ void Host::Impl::OnRestored(uint64_t id, std::shared_ptr<HostCopy> buffers,
       // back what it just fetched.
       e->prefetched = true;
       e->prefetch_restore_ns = done.duration_ns;
+      e->prefetch_restore_model_ns = model_ns;
       e->last_use_ns = std::max(e->last_use_ns, op->now_ns);
     }
     Unpin(e);

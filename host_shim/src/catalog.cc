@@ -48,7 +48,32 @@ CheckpointEntry* Catalog::Insert(std::unique_ptr<CheckpointEntry> entry) {
   for (Placement p : {kDevice, kHost, kCold}) {
     if (placements & p) AddPlacement(raw, p);
   }
+  AddChild(*raw, 1);
   return raw;
+}
+
+void Catalog::UpdateSuperseded(CheckpointEntry* entry) {
+  entry->superseded = !entry->shared_prefix && entry->children == 1;
+}
+
+void Catalog::MarkShared(CheckpointEntry* entry) {
+  entry->shared_prefix = true;
+  UpdateSuperseded(entry);
+}
+
+void Catalog::AddChild(const CheckpointEntry& child, int delta) {
+  if (!child.has_parent) return;
+  CheckpointEntry* parent = Find(child.parent_key);
+  if (parent == nullptr || parent == &child) return;
+  if (delta < 0 && parent->children == 0) return;  // counted before the parent was re-sealed
+  parent->children = static_cast<uint32_t>(static_cast<int64_t>(parent->children) + delta);
+  UpdateSuperseded(parent);
+}
+
+void Catalog::RecountChildren() {
+  for (auto& [key, entry] : by_key_) entry->children = 0;
+  for (auto& [key, entry] : by_key_) AddChild(*entry, 1);
+  for (auto& [key, entry] : by_key_) UpdateSuperseded(entry.get());
 }
 
 CheckpointEntry* Catalog::Find(const tier_key& key) const {
@@ -127,6 +152,7 @@ void Catalog::RemovePlacement(CheckpointEntry* entry, Placement placement) {
 
 void Catalog::Erase(CheckpointEntry* entry) {
   TIER_CHECK(entry->placements == 0 && entry->idle());
+  AddChild(*entry, -1);
   const std::vector<uint64_t> hashes = PrefixHashes(entry->blocks);
   for (uint64_t h : hashes) {
     auto count = prefix_counts_.find(h);

@@ -60,11 +60,13 @@ struct CheckpointEntry {
   uint64_t physical_bytes = 0;
   uint64_t prefill_saved_ns = 0;  // root prefill of `tokens`: what a hit on it saves
   // Policy inputs (policy.h).
-  uint64_t last_use_ns = 0;        // server clock
-  uint64_t uses = 0;               // admissions that reused it
-  uint32_t children = 0;           // published checkpoints that extend it
-  bool superseded = false;         // its own session moved on to a longer checkpoint
-  double gdsf_priority = 0;        // GDSF's H value, set when used or inserted
+  uint64_t last_use_ns = 0;   // server clock
+  uint64_t uses = 0;          // admissions that reused it
+  uint32_t children = 0;      // checkpoints in the catalog whose parent it is
+  // Its conversation moved on: exactly one child extends it and it is not a shared prefix
+  // (kept by the catalog as children and shared_prefix change).
+  bool superseded = false;
+  double gdsf_priority = 0;   // GDSF's H value, set when used or inserted
   uint8_t placements = 0;          // Placement bits
   uint64_t cold_stored_bytes = 0;  // bytes the provider reported for it
   uint32_t pins = 0;               // requests and operations using it: never dropped while > 0
@@ -79,7 +81,8 @@ struct CheckpointEntry {
   bool restoring = false;             // a cold restore into Host is in flight
   bool prefetched = false;           // its Host copy came from a prefetch and has not been used yet
   uint64_t prefetch_restore_ns = 0;  // what that prefetch's cold restore took
-  bool doomed = false;  // leaves every tier once unpinned (corrupt, evicted while in use)
+  uint64_t prefetch_restore_model_ns = 0;  // ... modelled (model_cold_read_bytes_per_second)
+  bool doomed = false;       // leaves every tier once unpinned (corrupt, evicted while in use)
   std::shared_ptr<HostCopy> host_copy;      // present iff placements & kHost (operations
                                             // reading it hold references too)
   std::unique_ptr<DeviceCopy> device_copy;  // present iff placements & kDevice
@@ -91,8 +94,13 @@ struct CheckpointEntry {
 
 class Catalog {
  public:
-  // Adds a published checkpoint; nullptr if an entry with the same key exists.
+  // Adds a published checkpoint; nullptr if an entry with the same key exists. Its parent (when
+  // present) counts one more child.
   CheckpointEntry* Insert(std::unique_ptr<CheckpointEntry> entry);
+  // Counts every entry's children again (after entries were adopted in any order).
+  void RecountChildren();
+  // Marks a checkpoint a shared prefix (it no longer counts as superseded).
+  static void MarkShared(CheckpointEntry* entry);
   CheckpointEntry* Find(const tier_key& key) const;
   // The longest entry whose identity is a prefix of blocks[0..max_blocks), or nullptr.
   // `prefix_hashes` must be PrefixHashes(blocks). Cost: a binary search for the longest prefix any
@@ -107,7 +115,8 @@ class Catalog {
   // Adds or removes a placement (bumping the generation and the per-tier totals).
   void AddPlacement(CheckpointEntry* entry, Placement placement);
   void RemovePlacement(CheckpointEntry* entry, Placement placement);
-  // Drops an entry with no placement left. The caller checked idle().
+  // Drops an entry with no placement left (its parent counts one child less). The caller checked
+  // idle().
   void Erase(CheckpointEntry* entry);
 
   size_t size() const { return by_key_.size(); }
@@ -125,6 +134,8 @@ class Catalog {
     bool operator()(const tier_key& a, const tier_key& b) const;
   };
   static int Slot(Placement p) { return p == kDevice ? 0 : p == kHost ? 1 : 2; }
+  static void UpdateSuperseded(CheckpointEntry* entry);
+  void AddChild(const CheckpointEntry& child, int delta);
 
   std::unordered_map<tier_key, std::unique_ptr<CheckpointEntry>, KeyHash, KeyEqual> by_key_;
   std::unordered_multimap<uint64_t, CheckpointEntry*> by_prefix_hash_;

@@ -157,7 +157,7 @@ Host::Impl::Impl(HostOptions options)
     : options_(std::move(options)),
       cost_(options_.profile),
       queue_(std::make_unique<EventQueue>()),
-      policy_(options_.policy) {
+      policy_(options_.policy, options_.value_levers) {
   if (options_.metrics == nullptr) {
     own_metrics_ = std::make_unique<MetricsRegistry>();
     metrics_ = own_metrics_.get();
@@ -265,6 +265,8 @@ HostStats Host::Impl::Stats() const {
   s.cold_bytes = catalog_.logical_bytes_in(kCold);
   s.cold_capacity_bytes = LogicalOf(cold_capacity_bytes_);
   s.pending_admissions = ops_.size();
+  s.value_half_life_s = policy_.half_life_s();
+  s.value_superseded_weight = policy_.SupersededWeight();
   if (cold_ != nullptr) {
     s.inflight_provider_ops = cold_->unsettled();
     s.timeouts = cold_->timeouts();

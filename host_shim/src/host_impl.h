@@ -182,6 +182,18 @@ class Host::Impl {
   void SpillFailed(CheckpointEntry* entry, const Status& status, bool timed_out);
   // Victims in `placement` that pressure may move, least valuable first.
   std::vector<tier_key> VictimsIn(Placement placement, double below_value = -1) const;
+  // The policy's value of `entry` in `placement` (net of bringing it back from there).
+  double ValueIn(const CheckpointEntry& entry, Placement placement) const;
+  // Bringing `entry` back to a lane from `placement`: 0 from Device, the Host->Device transfer
+  // from Host, the cold read (ColdReadNs) plus the transfer from Cold. Cost model, logical.
+  uint64_t RestoreNsFrom(const CheckpointEntry& entry, Placement placement) const;
+  // The cold read of `entry`'s logical bytes at model_cold_read_bytes_per_second, or else at
+  // the rate observed on completed restores.
+  uint64_t ColdReadNs(const CheckpointEntry& entry) const;
+  // Why cold admission refuses to write `entry` ("superseded", "not_worth_restore"), or nullptr
+  // when it may be spilled (ValueLevers::cold_admission, kValue only).
+  const char* ColdAdmissionRefusal(const CheckpointEntry& entry) const;
+  uint64_t KvLogicalBytes(const CheckpointEntry& entry) const;
   // Placement removal with everything it implies (pages back to the server, prefetch waste).
   void DropDevice(CheckpointEntry* entry, const char* to);
   void DropHost(CheckpointEntry* entry, const char* to);
@@ -210,6 +222,9 @@ class Host::Impl {
   // size; the manifests are real data, counted as they are.
   uint64_t LogicalOf(const std::vector<SegmentSpec>& segments) const;
   uint64_t clock_ns_ = 0;  // the latest server clock seen (recency for background pressure)
+  // Logical bytes per second completed cold restores read (a running average; 2 GB/s before
+  // the first).
+  double observed_cold_read_bytes_per_second_ = 2e9;
 
   HostOptions options_;
   CostModel cost_;

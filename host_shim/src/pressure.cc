@@ -31,6 +31,23 @@ uint64_t Host::Impl::ColdBytesNeeded(const CheckpointEntry& entry) const {
          entry.manifest.size();
 }
 
+uint64_t Host::Impl::ColdReadNs(const CheckpointEntry& entry) const {
+  const double rate = options_.model_cold_read_bytes_per_second > 0
+                          ? options_.model_cold_read_bytes_per_second
+                          : observed_cold_read_bytes_per_second_;
+  return static_cast<uint64_t>(static_cast<double>(entry.logical_bytes) / rate * 1e9);
+}
+
+uint64_t Host::Impl::RestoreNsFrom(const CheckpointEntry& entry, Placement placement) const {
+  if (placement == kDevice) return 0;
+  const uint64_t transfer_ns = cost_.HostToDeviceNs(entry.logical_bytes, entry.segments.size());
+  return placement == kHost ? transfer_ns : ColdReadNs(entry) + transfer_ns;
+}
+
+double Host::Impl::ValueIn(const CheckpointEntry& entry, Placement placement) const {
+  return policy_.Value(entry, clock_ns_, RestoreNsFrom(entry, placement));
+}
+
 std::vector<tier_key> Host::Impl::VictimsIn(Placement placement, double below_value) const {
   struct Victim {
     bool prefetched;  // fetched for a request about to come: last to go
@@ -41,7 +58,7 @@ std::vector<tier_key> Host::Impl::VictimsIn(Placement placement, double below_va
   for (CheckpointEntry* e : catalog_.Entries()) {
     if (!e->in(placement) || !e->idle()) continue;
     if (placement == kCold && e->remote) continue;  // another server's: gc's to remove
-    const double value = policy_.Value(*e, clock_ns_);
+    const double value = ValueIn(*e, placement);
     if (below_value >= 0 && value >= below_value) continue;
     victims.push_back({e->prefetched && placement == kHost, value, e->key});
   }
@@ -74,6 +91,7 @@ void Host::Impl::RebalanceDevice() {
       DropDevice(e, "evicted");  // another copy remains
       policy_.OnLeave(*e);
     } else {
+      policy_.OnLeave(*e);
       StartDemotion(e);
     }
   }
@@ -135,6 +153,14 @@ void Host::Impl::CheckDemotions() {
   demotions_ = std::move(pending);
 }
 
+const char* Host::Impl::ColdAdmissionRefusal(const CheckpointEntry& e) const {
+  if (policy_.policy() != Policy::kValue || !policy_.levers().cold_admission) return nullptr;
+  // Superseded, where superseded checkpoints have rarely come back so far.
+  if (policy_.Superseded(e) && policy_.SupersededWeight() < 0.1) return "superseded";
+  if (RestoreNsFrom(e, kCold) >= e.prefill_saved_ns) return "not_worth_restore";
+  return nullptr;
+}
+
 void Host::Impl::RebalanceHost() {
   const uint64_t capacity = options_.host_capacity_bytes;
   auto over = [&] { return catalog_.logical_bytes_in(kHost) > capacity + releasing_bytes_; };
@@ -143,17 +169,28 @@ void Host::Impl::RebalanceHost() {
   for (const tier_key& key : VictimsIn(kHost)) {
     if (!over()) break;
     CheckpointEntry* e = catalog_.Find(key);
+    policy_.OnLeave(*e);
     if (e->in(kDevice) || e->in(kCold)) {
       DropHost(e, "evicted");  // another copy remains
-      policy_.OnLeave(*e);
       continue;
     }
     const bool may_spill = cold_ != nullptr && cold_capacity_bytes_ > 0 &&
                            now >= spill_backoff_until_ns_ &&
                            (!e->spill_failed || now >= e->spill_retry_after_ns);
+    const char* refused = may_spill ? ColdAdmissionRefusal(*e) : nullptr;
+    if (refused != nullptr) {
+      // Not written: unlikely to come back (its conversation moved on), or its restore would
+      // cost its prefill. Saves the NVMe the write.
+      if (std::strcmp(refused, "superseded") == 0) {
+        ++stats_.cold_admission_superseded;
+      } else {
+        ++stats_.cold_admission_not_worth;
+      }
+      Drop(e, "host", IoPhase::kPressure);
+      continue;
+    }
     const uint64_t need = ColdBytesNeeded(*e);
-    if (may_spill && need <= cold_capacity_bytes_ &&
-        MakeRoomOnCold(need, policy_.Value(*e, clock_ns_))) {
+    if (may_spill && need <= cold_capacity_bytes_ && MakeRoomOnCold(need, ValueIn(*e, kCold))) {
       StartSpill(e);
       continue;
     }
@@ -221,6 +258,13 @@ void Host::Impl::OnSpilled(tier_key key, uint64_t need, Answer<Completion> answe
     stats_.spilled_logical_bytes += e->logical_bytes;
     stats_.spilled_stored_bytes += done.stored_bytes;
     stats_.cold_write_bytes += done.stored_bytes;
+    stats_.cold_write_logical_bytes += e->logical_bytes;
+    if (e->has_parent) {
+      const CheckpointEntry* parent = catalog_.Find(e->parent_key);
+      if (parent != nullptr && parent->in(kCold)) {
+        stats_.cold_write_parent_kv_logical_bytes += KvLogicalBytes(*parent);
+      }
+    }
     e->cold_stored_bytes = done.stored_bytes;
     e->spill_failed = false;
     spill_backoff_ns_ = 0;
@@ -255,6 +299,14 @@ void Host::Impl::SpillFailed(CheckpointEntry* e, const Status& status, bool time
   } else {
     ++spill_failures_unlogged_;
   }
+}
+
+uint64_t Host::Impl::KvLogicalBytes(const CheckpointEntry& e) const {
+  uint64_t kv = 0;
+  for (uint32_t i = 0; i < e.kv_segments && i < e.segments.size(); ++i) {
+    kv += e.segments[i].physical_bytes;
+  }
+  return LogicalOf(kv);
 }
 
 void Host::Impl::DropDevice(CheckpointEntry* e, const char* to) {

@@ -87,8 +87,7 @@ std::unique_ptr<CheckpointEntry> Host::Impl::NewEntry(const SealRequest& r, cons
     CheckpointEntry* parent = catalog_.LongestMatch(r.blocks, hashes, r.blocks.size() - 1);
     if (parent != nullptr) {
       entry->has_parent = true;
-      entry->parent_key = parent->key;
-      ++parent->children;
+      entry->parent_key = parent->key;  // the catalog counts the child at Insert
     }
   }
   // Canonical segment order (startup.cc relies on it): KV layers, state by (kind, index),
@@ -171,8 +170,8 @@ Sealed Host::Impl::Seal(const SealRequest& r) {
       sealed.status = Status::Busy("seal: the checkpoint is being removed");
       return sealed;
     }
-    existing->last_use_ns = std::max(existing->last_use_ns, r.now_ns);
-    existing->shared_prefix = existing->shared_prefix || r.shared_prefix;
+    policy_.OnTouch(existing, r.now_ns);
+    if (r.shared_prefix) Catalog::MarkShared(existing);
     sealed.existed = true;
     return sealed;
   }
@@ -180,6 +179,13 @@ Sealed Host::Impl::Seal(const SealRequest& r) {
   CheckpointEntry* entry = catalog_.Insert(NewEntry(r, key, &state));
   TIER_CHECK(entry != nullptr);
   policy_.OnInsert(entry, r.now_ns);
+  if (entry->has_parent) {
+    const CheckpointEntry* parent = catalog_.Find(entry->parent_key);
+    if (parent != nullptr && parent->superseded) {
+      ++stats_.superseded_checkpoints;
+      policy_.OnSuperseded(*parent);
+    }
+  }
   if (!SealOnDevice(entry, r, state, &sealed) && !SealOnHost(entry, r, state, &sealed)) {
     Log(TIER_LOG_DEBUG, "host: no room to publish " + KeyHex(key));
     catalog_.Erase(entry);

@@ -171,6 +171,7 @@ Status Host::Impl::Readopt() {
     return true;
   });
   if (!walked.ok()) return walked.Annotate("re-adopting cold checkpoints");
+  catalog_.RecountChildren();  // children may have been enumerated before their parents
   stats_.readopted = adopted;
   server_metrics_->Readopted(adopted);
   Log(TIER_LOG_INFO,

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <tier/device/engine_select.h>
 #include <tier/host/cost_model.h>
+#include <tier/host/format.h>
 #include <tier/host/host.h>
 #include <tier/host/host_services.h>
 #include <tier/host/log.h>
@@ -13,11 +14,16 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "check.h"
 #include "kv_pool.h"
+#include "offered_load.h"
 #include "replay.h"
 #include "report.h"
 
@@ -51,10 +57,18 @@ Result<std::shared_ptr<device::TransferEngine>> SimulatorEngine(const std::strin
   return std::shared_ptr<device::TransferEngine>(std::move(selection.engine));
 }
 
+// A workload as loaded, with the stretch its arrivals got and how it was chosen.
+struct LoadedWorkload {
+  sim::Workload workload;
+  double time_scale = 1;
+  std::string time_scale_how;  // "" (not a trace), "given", "auto: ..."
+};
+
 struct RunInputs {
   const ServerConfig* config;
   const ReplayConfig* replay;
   const ModelProfile* profile;
+  const LoadedWorkload* loaded;
   const sim::Workload* workload;
   std::string plugin;
   ProviderOptions options;
@@ -101,6 +115,9 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   options.bytes_scale = config.bytes_scale;
   options.metrics = in.metrics;
   options.policy = config.policy;
+  options.value_levers = config.value_levers;
+  const bool model = in.replay->restore_cost == "model";
+  if (model) options.model_cold_read_bytes_per_second = in.replay->cold_read_gbps * 1e9;
   options.provider_timeout_ns = static_cast<uint64_t>(config.provider_timeout_s * 1e9);
   auto host = Host::Open(std::move(options));
   if (!host.ok()) return host.status();
@@ -125,6 +142,15 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   sim::ReplayReport report =
       sim::RunReplay(*in.workload, *host.value(), *pool.value(), cost, in.metrics, run);
   report.provider = host.value()->provider_name();
+  report.policy = PolicyName(config.policy);
+  if (config.policy == Policy::kValue) {
+    report.policy += "(" + ValueLeversName(config.value_levers) + ")";
+  }
+  std::ostringstream cost_text;
+  cost_text << "model " << in.replay->cold_read_gbps << " GB/s";
+  report.restore_cost = model ? cost_text.str() : "measured";
+  report.trace_time_scale = in.loaded->time_scale;
+  report.trace_time_scale_how = in.loaded->time_scale_how;
   host.value().reset();  // closes the provider before the pool goes
   return report;
 }
@@ -139,15 +165,38 @@ void WaitForSignal() {
   sigwait(&set, &signal_number);
 }
 
-Result<sim::Workload> LoadWorkload(const ReplayConfig& replay) {
+Result<LoadedWorkload> LoadWorkload(const ReplayConfig& replay, const ModelProfile& profile,
+                                    uint32_t lanes) {
+  LoadedWorkload loaded;
   if (!replay.trace.empty() || replay.workload == "trace") {
     if (replay.trace.empty()) return Status::InvalidArgument("--workload trace needs --trace FILE");
-    return sim::LoadMooncakeTrace(replay.trace, replay.trace_time_scale);
+    const double given = replay.trace_time_scale_auto ? 1.0 : replay.trace_time_scale;
+    auto trace = sim::LoadMooncakeTrace(replay.trace, given);
+    if (!trace.ok()) return trace.status();
+    loaded.workload = trace.take();
+    loaded.time_scale = given;
+    loaded.time_scale_how = "given";
+    if (replay.trace_time_scale_auto) {
+      const CostModel cost(profile);
+      const sim::OfferedLoad load = sim::EstimateOfferedLoad(loaded.workload, cost, lanes);
+      loaded.time_scale = sim::AutoTimeScale(load, replay.target_utilization);
+      TIER_RETURN_IF_ERROR(sim::StretchArrivals(&loaded.workload, loaded.time_scale));
+      char how[400];
+      std::snprintf(how, sizeof(how), "auto: %s; stretched by %.2f to %.2f",
+                    sim::DescribeOfferedLoad(load).c_str(), loaded.time_scale,
+                    load.utilization / loaded.time_scale);
+      loaded.time_scale_how = how;
+      Log(TIER_LOG_INFO, "replay: --trace-time-scale " + loaded.time_scale_how);
+    }
+    return loaded;
   }
   sim::AgentsWorkloadOptions agents;
   agents.sessions = replay.sessions;
   agents.seed = replay.seed;
-  return sim::GenerateAgentsWorkload(agents);
+  agents.mean_think_s = replay.think_s;
+  agents.session_start_spread_s = replay.start_spread_s;
+  loaded.workload = sim::GenerateAgentsWorkload(agents);
+  return loaded;
 }
 
 }  // namespace
@@ -188,7 +237,7 @@ int RunCheckCommand(const ServerConfig& config) {
 int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_config) {
   auto profile = LoadModelProfile(ResolveProfilePath(config.model_profile));
   if (!profile.ok()) return Fail(kExitUsage, profile.status().message());
-  auto workload = LoadWorkload(replay_config);
+  auto workload = LoadWorkload(replay_config, profile.value(), config.max_concurrency);
   if (!workload.ok()) return Fail(kExitUsage, workload.status().message());
   auto choice = ChooseProvider(config);
   if (!choice.ok()) return Fail(kExitUsage, choice.status().message());
@@ -216,6 +265,7 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
                &replay_config,
                &profile.value(),
                &workload.value(),
+               &workload.value().workload,
                choice.value().plugin,
                choice.value().options,
                namespace_id,
@@ -253,6 +303,164 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
   }
   if (r.interrupted)
     return Fail(kExitInterrupted, "interrupted: the report covers the requests completed");
+  return kExitOk;
+}
+
+}  // namespace tier
+
+namespace tier {
+namespace {
+
+struct CompareRun {
+  double cold_gib = 0;
+  std::string policy;
+  sim::ReplayReport report;
+};
+
+std::string Num(double value, int digits) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(digits) << value;
+  return out.str();
+}
+
+std::string ColdTtft(const sim::ReplayReport& r) {
+  auto it = r.returning.find("cold");
+  if (it == r.returning.end()) return "-";
+  return Num(it->second.ttft_p50_s, 2);
+}
+
+void PrintCompareTable(std::ostream& out, const std::vector<CompareRun>& runs) {
+  out << "\n" << std::left << std::setw(9) << "cold GiB" << std::setw(8) << "policy"
+      << std::right << std::setw(12) << "saved s" << std::setw(9) << "share" << std::setw(8)
+      << "cold+" << std::setw(11) << "cold" << std::setw(12) << "written/" << std::setw(8)
+      << "device" << std::setw(7) << "host" << std::setw(7) << "root" << std::setw(10)
+      << "TTFT p50" << std::setw(11) << "from cold" << std::setw(10) << "stable" << "\n"
+      << std::left << std::setw(9) << "" << std::setw(8) << "" << std::right << std::setw(12)
+      << "(net)" << std::setw(9) << "" << std::setw(8) << "prefet." << std::setw(11)
+      << "written" << std::setw(12) << "saved s" << std::setw(8) << "hits" << std::setw(7)
+      << "rest." << std::setw(7) << "prefill" << std::setw(10) << "s" << std::setw(11)
+      << "TTFT p50 s" << std::setw(10) << "" << "\n";
+  for (const CompareRun& run : runs) {
+    const sim::ReplayReport& r = run.report;
+    out << std::left << std::setw(9) << Num(run.cold_gib, 0) << std::setw(8) << run.policy
+        << std::right << std::setw(12) << Num(r.prefill_seconds_saved, 1) << std::setw(8)
+        << Num(100 * r.prefill_saved_share, 2) << "%" << std::setw(8)
+        << (std::to_string(r.cold_restores) + "+" + std::to_string(r.host.prefetches_used))
+        << std::setw(11) << FormatBytes(r.host.cold_write_logical_bytes) << std::setw(12)
+        << FormatBytes(static_cast<uint64_t>(sim::ColdBytesPerSavedSecond(r))) << std::setw(8)
+        << r.device_hits << std::setw(7) << r.host_restores << std::setw(7) << r.root_prefills
+        << std::setw(10) << Num(r.ttft_p50_s, 2) << std::setw(11) << ColdTtft(r) << std::setw(10)
+        << (r.unstable ? "UNSTABLE" : "yes") << "\n";
+  }
+  // The first policy against every other, size by size.
+  if (runs.empty()) return;
+  const std::string lead = runs.front().policy;
+  bool ahead = true;
+  for (const CompareRun& a : runs) {
+    if (a.policy != lead) continue;
+    for (const CompareRun& b : runs) {
+      if (b.cold_gib == a.cold_gib && b.policy != lead &&
+          b.report.prefill_seconds_saved >= a.report.prefill_seconds_saved) {
+        ahead = false;
+        out << lead << " is not ahead of " << b.policy << " at " << Num(a.cold_gib, 0)
+            << " GiB (" << Num(a.report.prefill_seconds_saved, 1) << " s vs "
+            << Num(b.report.prefill_seconds_saved, 1) << " s saved)\n";
+      }
+    }
+  }
+  if (ahead) out << lead << " saves the most prefill at every cold size\n";
+}
+
+nlohmann::json CompareJson(const std::vector<CompareRun>& runs) {
+  nlohmann::json doc = nlohmann::json::array();
+  for (const CompareRun& run : runs) {
+    nlohmann::json r = sim::ReportJson(run.report);
+    r["cold_kv_gib"] = run.cold_gib;
+    doc.push_back(r);
+  }
+  return doc;
+}
+
+}  // namespace
+
+int RunComparePoliciesCommand(const ServerConfig& config, const ReplayConfig& replay_config,
+                              const CompareConfig& compare) {
+  if (!config.cold_kv_dir.has_value() || config.cold_kv_dir->empty()) {
+    return Fail(kExitUsage,
+                "compare-policies needs --cold-kv-dir DIR: each run uses a fresh directory "
+                "under it (DIR/compare-POLICY-SIZE, removed after the run)");
+  }
+  auto profile = LoadModelProfile(ResolveProfilePath(config.model_profile));
+  if (!profile.ok()) return Fail(kExitUsage, profile.status().message());
+  auto workload = LoadWorkload(replay_config, profile.value(), config.max_concurrency);
+  if (!workload.ok()) return Fail(kExitUsage, workload.status().message());
+  if (Status s = sim::CheckReportPath(replay_config.report_json); !s.ok()) {
+    return Fail(kExitUsage, s.message());
+  }
+  ReplayConfig replay = replay_config;
+  if (replay.restore_cost.empty()) replay.restore_cost = "model";
+  replay.compare_null = false;
+  const std::string namespace_id =
+      !config.namespace_id.empty()
+          ? config.namespace_id
+          : profile.value().LayoutFingerprint() + "/scale" + std::to_string(config.bytes_scale);
+  g_stop.store(false);
+  ::signal(SIGINT, OnStopSignal);
+  ::signal(SIGTERM, OnStopSignal);
+  std::cout << "compare-policies: " << workload.value().workload.name << " ("
+            << workload.value().workload.requests.size() << " requests), Device "
+            << config.device_kv_mib << " MiB, Host " << config.host_kv_mib << " MiB, "
+            << config.max_concurrency << " lanes, restore cost "
+            << (replay.restore_cost == "model" ? "model " + Num(replay.cold_read_gbps, 1) + " GB/s"
+                                               : std::string("measured"))
+            << ", bytes scale " << config.bytes_scale;
+  if (!workload.value().time_scale_how.empty()) {
+    std::cout << ", trace time scale " << Num(workload.value().time_scale, 2) << " ("
+              << workload.value().time_scale_how << ")";
+  }
+  std::cout << std::endl;
+  std::vector<CompareRun> runs;
+  for (double gib : compare.cold_sizes_gib) {
+    for (const std::string& name : compare.policies) {
+      if (g_stop.load()) break;
+      ServerConfig run_config = config;
+      run_config.policy = ParsePolicy(name).value();
+      run_config.cold_kv_gib = gib;
+      const std::filesystem::path dir = std::filesystem::path(*config.cold_kv_dir) /
+                                        ("compare-" + name + "-" + Num(gib, 0));
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      run_config.cold_kv_dir = dir.string();
+      auto choice = ChooseProvider(run_config);
+      if (!choice.ok()) return Fail(kExitUsage, choice.status().message());
+      MetricsRegistry metrics;
+      RunInputs in{&run_config,
+                   &replay,
+                   &profile.value(),
+                   &workload.value(),
+                   &workload.value().workload,
+                   choice.value().plugin,
+                   choice.value().options,
+                   namespace_id,
+                   &metrics,
+                   nullptr};
+      auto run = ReplayOnce(in);
+      std::filesystem::remove_all(dir, ec);
+      if (!run.ok()) return Fail(kExitUsage, run.status().message());
+      if (!run.value().restore_exact) {
+        return Fail(kExitFailed, "a restored checkpoint did not match its bytes (" + name + ")");
+      }
+      runs.push_back({gib, name, run.take()});
+    }
+  }
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  PrintCompareTable(std::cout, runs);
+  if (!replay.report_json.empty()) {
+    Status written = sim::WriteReportText(replay.report_json, CompareJson(runs).dump(2) + "\n");
+    if (!written.ok()) return Fail(kExitUsage, written.message());
+  }
+  if (g_stop.load()) return Fail(kExitInterrupted, "interrupted: the table covers the runs done");
   return kExitOk;
 }
 

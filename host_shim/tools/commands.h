@@ -22,5 +22,10 @@ std::string NamespaceFor(const ServerConfig& config, const ModelProfile& profile
 int RunCheckCommand(const ServerConfig& config);
 // replay: a workload through catalog, planner and provider; prints the report.
 int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay);
+// compare-policies: the same workload under each policy at each cold size (fresh cold
+// directories under --cold-kv-dir), one table; the restore cost is modelled unless
+// --restore-cost measured. Main thread.
+int RunComparePoliciesCommand(const ServerConfig& config, const ReplayConfig& replay,
+                              const CompareConfig& compare);
 
 }  // namespace tier

@@ -76,6 +76,18 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
          "byte, aged by recency; the default), lru or gdsf (baselines)")
       ->type_name("value|lru|gdsf")
       ->default_str("value");
+  app.add_option_function<std::string>(
+         "--value-levers",
+         [&c](const std::string& text) {
+           auto levers = ParseValueLevers(text);
+           if (!levers.ok()) throw CLI::ValidationError("--value-levers", levers.status().message());
+           c.value_levers = levers.value();
+         },
+         "Parts of the value policy, for measuring what each pays: all (the default), none, or a "
+         "comma list of superseded, shared_use, net_of_restore, cold_admission, adaptive_age "
+         "(\"all,-superseded\" turns one off)")
+      ->type_name("LIST")
+      ->default_str("all");
   app.add_option("--provider-timeout-s", c.provider_timeout_s,
                  "Deadline of every provider operation; past it the request prefills from the "
                  "root (reason timeout) and the operation's buffers stay pinned until it ends")
@@ -103,14 +115,56 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
                       std::to_string(sim::kMaxTraceOutputTokens) + " tokens, at most " +
                       std::to_string(sim::kMaxTraceRequests) + " requests")
       ->type_name("FILE");
+  const CLI::Validator scale_range = NumberInRange(0.0001, 10000, "");
   replay
-      .add_option("--trace-time-scale", c.trace_time_scale,
-                  "Stretch the trace's arrival times by this factor (2 = half the rate)")
+      .add_option_function<std::string>(
+          "--trace-time-scale",
+          [&c](const std::string& text) {
+            c.trace_time_scale_auto = text == "auto";
+            if (!c.trace_time_scale_auto) ParseNumber(text, &c.trace_time_scale);
+          },
+          "Stretch the trace's arrival times by this factor (2 = half the rate), or auto: the "
+          "factor that brings the trace's offered work (root prefill + decode per second of "
+          "arrivals, before reuse) to --target-utilization of --max-concurrency lanes (1 for a "
+          "trace lighter than that); the factor is printed and in the report")
+      ->type_name("F|auto")
+      ->default_str("1")
+      ->check(CLI::Validator(
+          [scale_range](std::string& text) -> std::string {
+            if (text == "auto") return {};
+            return CLI::Validator(scale_range)(text);
+          },
+          "auto or " + scale_range.get_description()));
+  replay
+      .add_option("--target-utilization", c.target_utilization,
+                  "With --trace-time-scale auto: the lanes' utilization to stretch the trace to")
       ->capture_default_str()
-      ->check(NumberInRange(0.0001, 10000, ""));
+      ->check(NumberInRange(0.05, 0.95, ""));
   replay.add_option("--sessions", c.sessions, "Agent sessions to generate")
       ->capture_default_str()
       ->check(WholeInRange(1, 100000, "sessions"));
+  replay
+      .add_option("--think-s", c.think_s,
+                  "Agents: mean think/tool time between a session's turns, seconds (exponential)")
+      ->capture_default_str()
+      ->check(NumberInRange(0.001, 86400, "seconds"));
+  replay
+      .add_option("--start-spread-s", c.start_spread_s,
+                  "Agents: sessions start uniformly within this many seconds")
+      ->capture_default_str()
+      ->check(NumberInRange(0, 86400, "seconds"));
+  replay
+      .add_option("--restore-cost", c.restore_cost,
+                  "measured: a cold restore costs its measured wall time x --bytes-scale (noisy); "
+                  "model: its logical bytes at --cold-read-gbps, and the restore-or-root decision "
+                  "by that model (deterministic; the default of compare-policies)")
+      ->check(CLI::IsMember({"measured", "model"}));
+  replay
+      .add_option("--cold-read-gbps", c.cold_read_gbps,
+                  "With --restore-cost model: the cold tier's read bandwidth, GB/s (2.4: this "
+                  "machine's NVMe under fio, O_DIRECT QD16)")
+      ->capture_default_str()
+      ->check(NumberInRange(0.01, 1000, "GB/s"));
   replay.add_option("--seed", c.seed, "Seed of the agents generator")
       ->capture_default_str()
       ->check(WholeInRange(0, UINT64_MAX, ""));
@@ -150,6 +204,20 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
       ->type_name("SECONDS")
       ->capture_default_str()
       ->check(NumberInRange(0, 3600, "seconds"));
+}
+
+void AddCompareFlags(CLI::App& compare, CompareConfig& c) {
+  compare
+      .add_option("--policies", c.policies, "Policies to run, in order (comma separated)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember({"value", "lru", "gdsf"}));
+  compare
+      .add_option("--cold-sizes-gib", c.cold_sizes_gib,
+                  "Cold budgets to run each policy at, GiB logical (comma separated)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(NumberInRange(kMinColdGiB, kMaxColdGiB, "GiB", kGiB));
 }
 
 Result<ProviderOptions> ParseTierOpts(const std::vector<std::string>& tier_opts) {

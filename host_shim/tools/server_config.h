@@ -32,6 +32,7 @@ struct ServerConfig {
   std::string log_level = "info";
   bool check = false;
   Policy policy = Policy::kValue;  // --policy value|lru|gdsf
+  ValueLevers value_levers;        // --value-levers LIST (kValue's parts, for measuring them)
   double provider_timeout_s = 30;  // --provider-timeout-s: every provider operation's deadline
 };
 
@@ -39,8 +40,17 @@ struct ReplayConfig {
   std::string workload = "agents";  // agents | trace
   std::string trace;                // --trace FILE (implies --workload trace)
   double trace_time_scale = 1.0;
-  uint32_t sessions = 12;
+  bool trace_time_scale_auto = false;  // --trace-time-scale auto
+  double target_utilization = 0.7;     // --target-utilization (for auto)
+  uint32_t sessions = 16;
+  double think_s = 300;                // --think-s: agents' mean think/tool time
+  double start_spread_s = 600;         // --start-spread-s: agents' sessions start within this
   uint64_t seed = 1;
+  // --restore-cost: "measured" (a cold restore costs its wall time x --bytes-scale) or "model"
+  // (its logical bytes at --cold-read-gbps, deterministic). "" = measured for replay, model for
+  // compare-policies.
+  std::string restore_cost;
+  double cold_read_gbps = 2.4;
   std::string report_json;
   bool compare_null = false;
   bool progress = true;
@@ -55,6 +65,13 @@ struct ReplayConfig {
 void AddServerFlags(CLI::App& app, ServerConfig& config);
 // Registers the replay subcommand's flags on `replay`.
 void AddReplayFlags(CLI::App& replay, ReplayConfig& config);
+
+// compare-policies: the replay flags plus which policies and cold sizes to run.
+struct CompareConfig {
+  std::vector<std::string> policies = {"value", "lru", "gdsf"};
+  std::vector<double> cold_sizes_gib = {64, 256, 1024};
+};
+void AddCompareFlags(CLI::App& compare, CompareConfig& config);
 
 // Splits every --tier-opt at its first '='. INVALID_ARGUMENT naming the bad value otherwise.
 Result<ProviderOptions> ParseTierOpts(const std::vector<std::string>& tier_opts);

@@ -35,9 +35,19 @@ int main(int argc, char** argv) {
       "Remove the least recently used checkpoints of the namespace from the cold tier until it "
       "stores at most --keep-gib (an operator's command; safe while servers restore)");
   tier::AddGcFlags(*gc, gc_config);
+  tier::CompareConfig compare_config;
+  CLI::App* compare = app.add_subcommand(
+      "compare-policies",
+      "Replay one workload under each policy (value, lru, gdsf) at several cold sizes, with a "
+      "deterministic restore cost, and print one table: prefill saved net of restore and "
+      "transfer time, cold restores, cold bytes written and per saved prefill second");
+  tier::AddReplayFlags(*compare, replay_config);
+  tier::AddCompareFlags(*compare, compare_config);
   app.footer(
       "Usage: tier-host [server flags] --check | tier-host [server flags] replay [replay flags] |"
-      "\n       tier-host [server flags] gc --keep-gib N [--dry-run]\n"
+      "\n       tier-host [server flags] gc --keep-gib N [--dry-run] |"
+      "\n       tier-host [server flags] compare-policies [replay flags] [--policies L] "
+      "[--cold-sizes-gib L]\n"
       "Exit status: 0 success, 1 the provider or job failed, 2 bad usage or a plugin that cannot "
       "be loaded or opened, 130 a replay stopped by SIGINT/SIGTERM (partial report).\nExamples:\n"
       "  tier-host --tier-plugin disk --tier-opt dir=/var/tmp/cold --tier-opt capacity_gib=1 "
@@ -68,6 +78,9 @@ int main(int argc, char** argv) {
     }
     if (replay->parsed()) return tier::RunReplayCommand(config, replay_config);
     if (gc->parsed()) return tier::RunGcCommand(config, gc_config);
+    if (compare->parsed()) {
+      return tier::RunComparePoliciesCommand(config, replay_config, compare_config);
+    }
     if (config.check) return tier::RunCheckCommand(config);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tier-host: internal error: %s\n", e.what());

@@ -2,6 +2,7 @@
 // providers, a restart on the same cold directory, and the shared Mooncake trace when present.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -99,6 +100,126 @@ TEST(Replay, NullProviderIsTwoTierBehaviour) {
   EXPECT_GT(doc["root_prefills"].get<int>(), 0);
 }
 
+TEST(Replay, ReturningSessionFiguresAreReportedAndAddUp) {
+  ScopedTempDir dir;
+  const std::string report = dir.path() + "/report.json";
+  auto args = AgentsReplay(dir.path() + "/cold", report);
+  args.insert(args.end(), {"--sessions", "4", "--restore-cost", "model"});
+  auto r = RunCommand(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json doc = ReadJson(report);
+  ASSERT_TRUE(doc.contains("returning")) << doc.dump(2);
+  const json& returning = doc["returning"];
+  ASSERT_FALSE(returning.empty());
+  uint64_t requests = 0;
+  for (const auto& [kind, f] : returning.items()) {
+    SCOPED_TRACE(kind);
+    EXPECT_TRUE(kind == "device" || kind == "host" || kind == "cold" ||
+                kind == "cold_prefetched" || kind == "root");
+    requests += f["requests"].get<uint64_t>();
+    EXPECT_GT(f["requests"].get<uint64_t>(), 0u);
+    EXPECT_LE(f["ttft_p50_s"].get<double>(), f["ttft_p99_s"].get<double>());
+    EXPECT_LE(f["queue_p50_s"].get<double>(), f["queue_p99_s"].get<double>());
+    EXPECT_GT(f["root_prefill_p50_s"].get<double>(), 0);
+    EXPECT_GT(f["parked_tokens_p50"].get<double>(), 0);
+    if (kind != "root") {
+      // Resuming cost less than the root prefill those requests would have needed.
+      EXPECT_LT(f["restore_p50_s"].get<double>() + f["prefill_p50_s"].get<double>(),
+                f["root_prefill_p50_s"].get<double>());
+    }
+  }
+  // Every turn after a session's first resumes a parked conversation (or could not).
+  EXPECT_EQ(requests, doc["requests"].get<uint64_t>() - 4);
+  EXPECT_NE(r.out.find("returning sessions"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("s root prefill"), std::string::npos) << r.out;
+  EXPECT_FALSE(doc["stability"]["unstable"].get<bool>()) << doc["stability"].dump();
+  EXPECT_EQ(doc["restore_cost"], "model 2.4 GB/s");
+}
+
+// A Mooncake-format trace written here: `count` requests of 2048 tokens, `gap_ms` apart.
+std::string WriteTrace(const std::string& dir, int count, int gap_ms) {
+  const std::string path = dir + "/trace.jsonl";
+  std::ofstream out(path);
+  for (int i = 0; i < count; ++i) {
+    out << "{\"timestamp\": " << i * gap_ms << ", \"input_length\": 2048, \"output_length\": 40, "
+        << "\"hash_ids\": [1, 2, " << 1000 + i << ", " << 2000 + i << "]}\n";
+  }
+  return path;
+}
+
+TEST(Replay, AnOverloadedTraceIsFlaggedAndAutoStretchesIt) {
+  ScopedTempDir dir;
+  const std::string trace = WriteTrace(dir.path(), 120, 20);  // ~1 s of work every 20 ms
+  const std::string flagged = dir.path() + "/flagged.json", stretched = dir.path() + "/auto.json";
+  auto at_one = RunCommand({TIER_HOST, "--cold-kv-dir", "", "--bytes-scale", "1000", "replay",
+                            "--trace", trace, "--report-json", flagged, "--no-progress"});
+  ASSERT_EQ(at_one.exit_code, 0) << at_one.out << at_one.err;
+  const json one = ReadJson(flagged)["stability"];
+  EXPECT_TRUE(one["unstable"].get<bool>()) << one.dump();
+  EXPECT_GT(one["offered_utilization"].get<double>(), 1.0);
+  EXPECT_NE(at_one.out.find("UNSTABLE"), std::string::npos) << at_one.out;
+  auto autoscaled = RunCommand({TIER_HOST, "--cold-kv-dir", "", "--bytes-scale", "1000", "replay",
+                                "--trace", trace, "--trace-time-scale", "auto", "--report-json",
+                                stretched, "--no-progress"});
+  ASSERT_EQ(autoscaled.exit_code, 0) << autoscaled.out << autoscaled.err;
+  const json st = ReadJson(stretched)["stability"];
+  EXPECT_GT(st["trace_time_scale"].get<double>(), 1.0);
+  EXPECT_NE(st["trace_time_scale_how"].get<std::string>().find("auto"), std::string::npos);
+  EXPECT_FALSE(st["unstable"].get<bool>()) << st.dump();
+  EXPECT_LT(st["offered_utilization"].get<double>(), 1.0);
+  EXPECT_NE(autoscaled.err.find("--trace-time-scale auto"), std::string::npos)
+      << "the factor is printed: " << autoscaled.err;
+}
+
+TEST(Replay, AutoKeepsALightTracesOwnTimes) {
+  ScopedTempDir dir;
+  const std::string trace = WriteTrace(dir.path(), 10, 60000);  // one a minute
+  const std::string report = dir.path() + "/auto.json";
+  auto r = RunCommand({TIER_HOST, "--cold-kv-dir", "", "--bytes-scale", "1000", "replay",
+                       "--trace", trace, "--trace-time-scale", "auto", "--report-json", report,
+                       "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_DOUBLE_EQ(ReadJson(report)["stability"]["trace_time_scale"].get<double>(), 1.0);
+}
+
+TEST(Replay, ComparePoliciesIsDeterministicAndPrintsOneTable) {
+  ScopedTempDir dir;
+  const std::string report = dir.path() + "/compare.json";
+  auto r = RunCommand({TIER_HOST,  "--cold-kv-dir", dir.path(), "--bytes-scale", "1000",
+                       "--device-kv-mib", "2048", "--host-kv-mib", "3072", "compare-policies",
+                       "--workload", "agents", "--sessions", "4", "--policies",
+                       "value,lru,gdsf,value", "--cold-sizes-gib", "8,32", "--report-json",
+                       report, "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json runs = ReadJson(report);
+  ASSERT_EQ(runs.size(), 8u);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i]["restore_cost"], "model 2.4 GB/s") << "deterministic by default";
+    EXPECT_EQ(runs[i]["cold_kv_gib"].get<double>(), i < 4 ? 8.0 : 32.0);
+    EXPECT_TRUE(runs[i]["restore_exact"].get<bool>());
+  }
+  EXPECT_EQ(runs[0]["policy"].get<std::string>().rfind("value", 0), 0u);
+  EXPECT_EQ(runs[1]["policy"], "lru");
+  EXPECT_EQ(runs[2]["policy"], "gdsf");
+  for (size_t first : {0, 4}) {
+    EXPECT_EQ(runs[first]["prefill_seconds_saved"].get<double>(),
+              runs[first + 3]["prefill_seconds_saved"].get<double>())
+        << "the same policy twice saves the same";
+    EXPECT_EQ(runs[first]["cold_restores"], runs[first + 3]["cold_restores"]);
+  }
+  // One row per run, and the verdict line.
+  for (const char* policy : {"value", "lru", "gdsf"}) {
+    EXPECT_NE(r.out.find(std::string("8        ") + policy), std::string::npos) << r.out;
+  }
+  EXPECT_TRUE(r.out.find("saves the most prefill at every cold size") != std::string::npos ||
+              r.out.find("is not ahead of") != std::string::npos)
+      << r.out;
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
+                          std::filesystem::directory_iterator()),
+            1)
+      << "each run's cold directory is removed after it (only the report remains)";
+}
+
 TEST(Replay, MooncakeTraceRestoresFromColdExactly) {
   const std::string trace = SHARED_TRACE;
   if (std::ifstream(trace).fail()) {
@@ -108,10 +229,12 @@ TEST(Replay, MooncakeTraceRestoresFromColdExactly) {
   const std::string report = dir.path() + "/trace.json";
   auto r = RunCommand({TIER_HOST, "--cold-kv-dir", dir.path() + "/cold", "--cold-kv-gib", "256",
                        "--bytes-scale", "1000", "--max-concurrency", "16", "replay", "--trace",
-                       trace, "--report-json", report, "--no-progress"});
+                       trace, "--trace-time-scale", "auto", "--report-json", report,
+                       "--no-progress"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const json doc = ReadJson(report);
   EXPECT_EQ(doc["requests"].get<int>(), 3993);
+  EXPECT_FALSE(doc["stability"]["unstable"].get<bool>()) << doc["stability"].dump();
   EXPECT_TRUE(doc["restore_exact"].get<bool>());
   EXPECT_GT(doc["cold_restores"].get<int>(), 0);
   EXPECT_GT(doc["shared_prefixes_published"].get<int>(), 0);

@@ -57,6 +57,28 @@ const char* PolicyName(Policy policy);  // "value", "lru", "gdsf"
 // Parses "value", "lru", "gdsf"; INVALID_ARGUMENT naming the value otherwise.
 Result<Policy> ParsePolicy(const std::string& text);
 
+// The parts of kValue beyond "prefill saved per byte, aged by recency", each of which can be
+// turned off to measure what it pays (host_shim/README.md, "Policy"). LRU and GDSF ignore them.
+struct ValueLevers {
+  // A checkpoint whose conversation moved on (its one child extends it; not a shared prefix)
+  // is worth a small fraction of its value: a returning turn resumes from the child.
+  bool superseded = true;
+  // Uses and the siblings a prefix seeds raise its value (a system head seeding many sessions).
+  bool shared_use = true;
+  // In Cold a checkpoint is worth what it saves net of its restore (read + Host->Device).
+  bool net_of_restore = true;
+  // Cold admission: a Host copy is written to Cold only when it is likely to come back: not
+  // superseded, and its restore would cost less than its prefill. Otherwise it is dropped.
+  bool cold_admission = true;
+  // Recency ages by the reuse gaps observed so far (their running mean) instead of a fixed 300 s.
+  bool adaptive_age = true;
+};
+// "all", "none", or a comma list of superseded, shared_use, net_of_restore, cold_admission,
+// adaptive_age (each turned on; prefix "-" turns one off from "all", e.g. "all,-superseded").
+// INVALID_ARGUMENT naming the unknown word otherwise. Pure.
+Result<ValueLevers> ParseValueLevers(const std::string& text);
+std::string ValueLeversName(const ValueLevers& levers);  // "superseded,shared_use,..." or "none"
+
 // Where a request's state came from.
 enum class Outcome { kDeviceHit, kHostRestore, kColdRestore, kRootPrefill };
 constexpr int kOutcomeCount = 4;
@@ -133,6 +155,13 @@ struct HostOptions {
   // How long Close() waits for provider operations before giving up on them (never a hang).
   uint64_t close_timeout_ns = 30ull * 1000 * 1000 * 1000;
   Policy policy = Policy::kValue;
+  ValueLevers value_levers;  // kValue only
+  // For simulators: a cold restore is predicted at this read bandwidth over its logical bytes
+  // (plus the Host->Device transfer), the restore-or-root decision is made by that prediction
+  // (deterministic) and Admission::cold_restore_model_ns reports it. 0 = the provider's own
+  // estimate decides (a real server). Policy and cold admission use it too; with 0 they use the
+  // read rate observed on completed restores (2 GB/s until one completed).
+  double model_cold_read_bytes_per_second = 0;
   // Shared cold tiers (TIER_CAP_SHARED with probe): look checkpoints other servers spilled up by
   // key at admission when the catalog has nothing as long. At most this many candidate lengths.
   uint32_t max_probe_keys = 256;
@@ -176,11 +205,14 @@ struct Admission {
   // work after it (Transfer::make_stream_wait) or wait() on it before using the state.
   device::Transfer state_copy;
   std::vector<std::byte> server_manifest;  // what the server sealed with it (kReady)
-  uint64_t cold_restore_ns = 0;            // wall time of the provider's restore (cold restores)
-  uint64_t transfer_model_ns = 0;          // modelled Host->Device transfer time (cost model)
-  uint64_t wait_ns = 0;                    // wall time from Admit to ready (pending admissions)
-  bool prefetched = false;          // a prefetch brought it into Host before the request came
-  uint64_t prefetch_hidden_ns = 0;  // cold restore time the prefetch took off this request
+  uint64_t cold_restore_ns = 0;      // wall time of the provider's restore (cold restores)
+  // The restore's modelled time at model_cold_read_bytes_per_second over its logical bytes
+  // (cold restores, and prefetched ones: what the prefetch took off); 0 without the model.
+  uint64_t cold_restore_model_ns = 0;
+  uint64_t transfer_model_ns = 0;    // modelled Host->Device transfer time (cost model)
+  uint64_t wait_ns = 0;              // wall time from Admit to ready (pending admissions)
+  bool prefetched = false;           // a prefetch brought it into Host before the request came
+  uint64_t prefetch_hidden_ns = 0;   // cold restore time the prefetch took off this request
 };
 
 struct SealRequest {
@@ -230,7 +262,18 @@ struct HostStats {
   uint64_t prefetch_hidden_ns = 0;
   uint64_t timeouts = 0;  // provider operations that passed their deadline
   uint64_t verified_restores = 0, mismatched_restores = 0;  // ReportVerification calls
-  uint64_t cold_write_bytes = 0;                            // stored bytes written to the cold tier
+  uint64_t cold_write_bytes = 0;   // stored bytes written to the cold tier
+  uint64_t cold_write_logical_bytes = 0;  // the same, logical
+  // Spilled KV bytes (logical) that repeat the KV of the checkpoint it extends, when that parent
+  // was in Cold at the time: what storing shared pages once would have saved.
+  uint64_t cold_write_parent_kv_logical_bytes = 0;
+  // Cold admission (ValueLevers::cold_admission): Host copies dropped instead of spilled, as
+  // superseded or as not worth their restore.
+  uint64_t cold_admission_superseded = 0, cold_admission_not_worth = 0;
+  uint64_t superseded_checkpoints = 0;  // checkpoints a continuation superseded (at their seal)
+  // The value policy's learned state: its recency half-life and what superseded checkpoints
+  // keep of their value (policy.h).
+  double value_half_life_s = 0, value_superseded_weight = 0;
   uint64_t provider_calls_outside_admission = 0;  // must stay 0: no cold I/O during decode
   uint64_t entries = 0, device_entries = 0, host_entries = 0, cold_entries = 0;
   uint64_t device_bytes = 0, host_bytes = 0, cold_bytes = 0;  // logical
