@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <map>
 
+#include <tier/check.h>
+
 namespace tier::sim {
 namespace {
 
@@ -12,37 +14,41 @@ constexpr double kMaxArrivalNs = 4611686018427387904.0;  // 2^62, as the trace l
 
 }  // namespace
 
-OfferedLoad EstimateOfferedLoad(const Workload& workload, const CostModel& cost, uint32_t lanes) {
+OfferedLoad MeasureOfferedLoad(const Workload& workload, const std::vector<double>& lane_s,
+                               uint32_t lanes) {
+  TIER_CHECK(lane_s.size() == workload.requests.size());
   OfferedLoad load;
   load.lanes = std::max<uint32_t>(1, lanes);
-  uint64_t first = UINT64_MAX, last = 0;
+  double first_s = INFINITY, last_s = 0;
   std::vector<size_t> head(workload.requests.size());
-  std::map<size_t, std::pair<double, double>> sessions;  // head -> (work s, think s)
+  std::map<size_t, double> session_s;  // head -> work + think (a closed loop's least duration)
   for (size_t i = 0; i < workload.requests.size(); ++i) {
     const Request& r = workload.requests[i];
-    const double work_s =
-        static_cast<double>(cost.RootPrefillNs(r.input_tokens) + cost.DecodeNs(r.output_tokens)) /
-        1e9;
-    load.work_s += work_s;
     head[i] = r.after ? head[*r.after] : i;
     load.closed_loop = load.closed_loop || r.after.has_value();
-    sessions[head[i]].first += work_s;
-    sessions[head[i]].second += static_cast<double>(r.think_ns) / 1e9;
-    if (!r.after) {
-      first = std::min(first, r.arrival_ns);
-      last = std::max(last, r.arrival_ns);
-    }
+    if (lane_s[i] < 0) continue;
+    load.work_s += lane_s[i];
+    session_s[head[i]] += lane_s[i] + static_cast<double>(r.think_ns) / 1e9;
   }
-  if (workload.requests.empty()) return load;
-  load.span_s = first <= last ? static_cast<double>(last - first) / 1e9 : 0;
-  if (load.closed_loop) {
-    double demand = 0;
-    for (const auto& [h, s] : sessions) demand += s.first / std::max(1e-9, s.first + s.second);
-    load.utilization = demand / load.lanes;
-  } else {
-    load.utilization = load.work_s / (load.lanes * std::max(load.span_s, 1e-9));
+  for (const auto& [h, duration_s] : session_s) {
+    const double start_s = static_cast<double>(workload.requests[h].arrival_ns) / 1e9;
+    first_s = std::min(first_s, start_s);
+    last_s = std::max(last_s, load.closed_loop ? start_s + duration_s : start_s);
   }
+  if (session_s.empty()) return load;
+  load.span_s = last_s - first_s;
+  load.utilization = load.work_s / (load.lanes * std::max(load.span_s, 1e-9));
   return load;
+}
+
+OfferedLoad EstimateOfferedLoad(const Workload& workload, const CostModel& cost, uint32_t lanes) {
+  std::vector<double> lane_s;
+  for (const Request& r : workload.requests) {
+    lane_s.push_back(
+        static_cast<double>(cost.RootPrefillNs(r.input_tokens) + cost.DecodeNs(r.output_tokens)) /
+        1e9);
+  }
+  return MeasureOfferedLoad(workload, lane_s, lanes);
 }
 
 double AutoTimeScale(const OfferedLoad& load, double target_utilization) {
@@ -74,8 +80,8 @@ std::string DescribeOfferedLoad(const OfferedLoad& load) {
   if (load.closed_loop) {
     std::snprintf(text, sizeof(text),
                   "offered work %.0f s (root prefill + decode, no reuse) in closed-loop sessions "
-                  "on %u lanes: utilization %.2f",
-                  load.work_s, load.lanes, load.utilization);
+                  "spanning at least %.0f s on %u lanes: utilization %.2f",
+                  load.work_s, load.span_s, load.lanes, load.utilization);
   } else {
     std::snprintf(text, sizeof(text),
                   "offered work %.0f s (root prefill + decode, no reuse) over %.0f s of "

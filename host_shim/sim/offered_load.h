@@ -13,16 +13,22 @@
 namespace tier::sim {
 
 struct OfferedLoad {
-  double work_s = 0;   // root prefill + decode of every request (no reuse assumed)
-  double span_s = 0;   // open loop: first to last arrival
+  double work_s = 0;  // root prefill + decode of every request (no reuse assumed)
+  double span_s = 0;  // open loop: first to last arrival
   uint32_t lanes = 1;
   bool closed_loop = false;  // some request waits for another's completion (agents)
-  // Open loop: work / (lanes x span). Closed loop: per session work / (work + think), summed,
-  // over lanes. An upper bound of what the replay will see: reuse only lowers the work.
+  // work / (lanes x span). Open loop: the span from the first arrival to the last. Closed loop:
+  // from the first session's start to the end of the longest, each session taking at least its
+  // work plus its think times. With the cost model's work, an upper bound of what the replay
+  // sees: reuse only lowers the work.
   double utilization = 0;
 };
 
-// Pure; any thread.
+// The load of `workload` when request i takes `lane_s[i]` seconds of a lane (requests with a
+// negative lane_s were not served: left out). Pure; any thread.
+OfferedLoad MeasureOfferedLoad(const Workload& workload, const std::vector<double>& lane_s,
+                               uint32_t lanes);
+// The same with each request's root prefill + decode at the cost model. Pure; any thread.
 OfferedLoad EstimateOfferedLoad(const Workload& workload, const CostModel& cost, uint32_t lanes);
 
 // The factor that brings an open-loop workload's estimated utilization to `target` (0 < target

@@ -10,13 +10,15 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <map>
 #include <deque>
+#include <map>
 #include <queue>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+
+#include "offered_load.h"
 
 namespace tier::sim {
 namespace {
@@ -56,7 +58,7 @@ struct Record {
   uint64_t admission_ns = 0, prefill_ns = 0, root_prefill_ns = 0;
   uint64_t parked_tokens = 0;  // the parked checkpoint its prompt extends (0: none)
   bool served = false;
-  bool resumed = false;  // reused at least its parked checkpoint
+  bool resumed = false;     // reused at least its parked checkpoint
   bool prefetched = false;  // a prefetch brought it from cold into Host before it came
   Outcome outcome = Outcome::kRootPrefill;
 };
@@ -391,9 +393,9 @@ void Engine::Admitted(size_t index, const Admission& admission) {
                         ? 0
                         : a.transfer_model_ns;
   } else if (a.outcome == Outcome::kColdRestore) {
-    admission_ns = (model ? a.cold_restore_model_ns
-                          : a.cold_restore_ns * host_.options().bytes_scale) +
-                   a.transfer_model_ns;
+    admission_ns =
+        (model ? a.cold_restore_model_ns : a.cold_restore_ns * host_.options().bytes_scale) +
+        a.transfer_model_ns;
   } else if (a.outcome == Outcome::kHostRestore) {
     admission_ns = a.transfer_model_ns;
   }
@@ -586,10 +588,10 @@ ReplayReport Engine::Run() {
   report_.virtual_seconds = static_cast<double>(now_ns_) / 1e9;
   report_.prefill_seconds_saved =
       report_.prefill_seconds_no_reuse - report_.prefill_seconds - report_.admission_seconds;
-  report_.prefill_saved_share = report_.prefill_seconds_no_reuse > 0
-                                    ? report_.prefill_seconds_saved /
-                                          report_.prefill_seconds_no_reuse
-                                    : 0;
+  report_.prefill_saved_share =
+      report_.prefill_seconds_no_reuse > 0
+          ? report_.prefill_seconds_saved / report_.prefill_seconds_no_reuse
+          : 0;
   Summarize();
   report_.host = host_.Stats();
   report_.restore_exact = report_.mismatched_restores == 0;
@@ -620,6 +622,13 @@ void Engine::Summarize() {
   SummarizeStability();
 }
 
+double Mean(const std::vector<double>& values) {
+  if (values.empty()) return 0;
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum / static_cast<double>(values.size());
+}
+
 void Engine::SummarizeReturning() {
   struct Samples {
     std::vector<double> ttft, queue, restore, prefill, root, parked;
@@ -627,7 +636,7 @@ void Engine::SummarizeReturning() {
   std::map<std::string, Samples> by_kind;
   for (const Record& rec : records_) {
     if (!rec.served || rec.parked_tokens == 0) continue;
-    const char* kind = !rec.resumed  ? "root"
+    const char* kind = !rec.resumed     ? "root"
                        : rec.prefetched ? "cold_prefetched"
                                         : OutcomeTier(rec.outcome);
     Samples& s = by_kind[kind];
@@ -650,44 +659,31 @@ void Engine::SummarizeReturning() {
     f.root_prefill_p50_s = Percentile(s.root, 0.50);
     f.root_prefill_p99_s = Percentile(s.root, 0.99);
     f.parked_tokens_p50 = Percentile(s.parked, 0.50);
+    f.ttft_mean_s = Mean(s.ttft);
+    f.queue_mean_s = Mean(s.queue);
+    f.restore_mean_s = Mean(s.restore);
+    f.prefill_mean_s = Mean(s.prefill);
     report_.returning[kind] = f;
   }
 }
 
 void Engine::SummarizeStability() {
   const uint32_t lanes = std::max<uint32_t>(1, o_.max_concurrency);
-  // Service per request (restore + prefill + decode); per session for closed loops.
-  std::vector<size_t> head(w_.requests.size());
-  std::map<size_t, std::pair<double, double>> sessions;  // head -> (service s, think s)
-  double service_s = 0, busy_s = 0;
-  uint64_t first_arrival = UINT64_MAX, last_arrival = 0, served = 0;
-  bool closed = false;
+  // Lane time per request (restore + prefill + decode), over the trace's span or the sessions'.
+  std::vector<double> lane_s(w_.requests.size(), -1);
+  double service_s = 0;
+  uint64_t served = 0;
   for (size_t i = 0; i < w_.requests.size(); ++i) {
-    const Request& r = w_.requests[i];
-    head[i] = r.after ? head[*r.after] : i;
-    closed = closed || r.after.has_value();
     const Record& rec = records_[i];
     if (!rec.served) continue;
     ++served;
-    const double s = static_cast<double>(rec.done_ns - rec.start_ns) / 1e9;
-    service_s += s;
-    busy_s += s;
-    sessions[head[i]].first += s;
-    sessions[head[i]].second += static_cast<double>(r.think_ns) / 1e9;
-    first_arrival = std::min(first_arrival, rec.arrival_ns);
-    last_arrival = std::max(last_arrival, rec.arrival_ns);
+    lane_s[i] = static_cast<double>(rec.done_ns - rec.start_ns) / 1e9;
+    service_s += lane_s[i];
   }
   if (served == 0) return;
   const double makespan_s = std::max(1e-9, static_cast<double>(now_ns_) / 1e9);
-  report_.lane_utilization = busy_s / (lanes * makespan_s);
-  if (closed) {
-    double demand = 0;
-    for (const auto& [h, st] : sessions) demand += st.first / std::max(1e-9, st.first + st.second);
-    report_.offered_utilization = demand / lanes;
-  } else {
-    const double span_s = static_cast<double>(last_arrival - first_arrival) / 1e9;
-    report_.offered_utilization = service_s / (lanes * std::max(span_s, 1e-9));
-  }
+  report_.lane_utilization = service_s / (lanes * makespan_s);
+  report_.offered_utilization = MeasureOfferedLoad(w_, lane_s, lanes).utilization;
   // Queueing of the first and the last quarter of requests, by arrival.
   std::vector<std::pair<uint64_t, double>> waits;
   for (const Record& rec : records_) {

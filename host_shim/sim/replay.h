@@ -52,12 +52,14 @@ struct ReplayOptions {
 // "root" when the parked checkpoint was gone (prefilled from the root or a shorter shared prefix).
 struct ReturningFigures {
   uint64_t requests = 0;
-  double ttft_p50_s = 0, ttft_p99_s = 0;      // arrival to first token
-  double queue_p50_s = 0, queue_p99_s = 0;    // arrival to a lane
-  double restore_p50_s = 0;                   // restore and transfer before prefill
-  double prefill_p50_s = 0;                   // prefill of what the checkpoint did not cover
+  double ttft_p50_s = 0, ttft_p99_s = 0;    // arrival to first token
+  double queue_p50_s = 0, queue_p99_s = 0;  // arrival to a lane
+  double restore_p50_s = 0;                 // restore and transfer before prefill
+  double prefill_p50_s = 0;                 // prefill of what the checkpoint did not cover
   double root_prefill_p50_s = 0, root_prefill_p99_s = 0;  // the prompt from the root, no reuse
-  double parked_tokens_p50 = 0;               // tokens of the parked checkpoint it extends
+  double parked_tokens_p50 = 0;  // tokens of the parked checkpoint it extends
+  // Means, which add up: ttft_mean_s = queue_mean_s + restore_mean_s + prefill_mean_s.
+  double ttft_mean_s = 0, queue_mean_s = 0, restore_mean_s = 0, prefill_mean_s = 0;
 };
 
 struct ReplayReport {
@@ -95,11 +97,11 @@ struct ReplayReport {
   double queue_first_quarter_s = 0, queue_last_quarter_s = 0;  // mean queueing
   bool queue_grew = false;
   bool unstable = false;
-  std::string unstable_reason;  // "" when stable
-  double trace_time_scale = 1;         // the stretch the workload was loaded with
-  std::string trace_time_scale_how;    // "given", "auto: ..." (set by the caller)
+  std::string unstable_reason;            // "" when stable
+  double trace_time_scale = 1;            // the stretch the workload was loaded with
+  std::string trace_time_scale_how;       // "given", "auto: ..." (set by the caller)
   std::string restore_cost = "measured";  // "measured" or "model X GB/s"
-  std::string policy;                  // set by the caller
+  std::string policy;                     // set by the caller
   double virtual_seconds = 0;
   double wall_seconds = 0;
   uint64_t pending_admissions = 0;  // admissions that were not ready at once

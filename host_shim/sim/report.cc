@@ -32,7 +32,11 @@ nlohmann::json ReturningJson(const ReplayReport& r) {
                  {"prefill_p50_s", f.prefill_p50_s},
                  {"root_prefill_p50_s", f.root_prefill_p50_s},
                  {"root_prefill_p99_s", f.root_prefill_p99_s},
-                 {"parked_tokens_p50", f.parked_tokens_p50}};
+                 {"parked_tokens_p50", f.parked_tokens_p50},
+                 {"ttft_mean_s", f.ttft_mean_s},
+                 {"queue_mean_s", f.queue_mean_s},
+                 {"restore_mean_s", f.restore_mean_s},
+                 {"prefill_mean_s", f.prefill_mean_s}};
   }
   return out;
 }
@@ -59,63 +63,64 @@ double ColdBytesPerSavedSecond(const ReplayReport& r) {
 
 nlohmann::json ReportJson(const ReplayReport& r) {
   const HostStats& h = r.host;
-  nlohmann::json doc = {{"workload", r.workload},
-          {"provider", r.provider},
-          {"requests", r.requests},
-          {"completed", r.completed},
-          {"interrupted", r.interrupted},
-          {"device_hits", r.device_hits},
-          {"host_restores", r.host_restores},
-          {"cold_restores", r.cold_restores},
-          {"root_prefills", r.root_prefills},
-          {"root_prefills_by_reason", r.root_prefills_by_reason},
-          {"skip_to_root", r.skip_to_root},
-          {"checkpoints_sealed", r.checkpoints_sealed},
-          {"shared_prefixes_published", r.shared_prefixes_published},
-          {"prefill_seconds", r.prefill_seconds},
-          {"prefill_seconds_no_reuse", r.prefill_seconds_no_reuse},
-          {"admission_seconds", r.admission_seconds},
-          {"prefill_seconds_saved", r.prefill_seconds_saved},
-          {"ttft_p50_s", r.ttft_p50_s},
-          {"ttft_p99_s", r.ttft_p99_s},
-          {"pending_admissions", r.pending_admissions},
-          {"max_pending_at_once", r.max_pending_at_once},
-          {"spills", h.spills},
-          {"spill_failures", h.spill_failures},
-          {"evictions", h.evictions},
-          {"bytes_spilled_logical", h.spilled_logical_bytes},
-          {"bytes_spilled_stored", h.spilled_stored_bytes},
-          {"bytes_restored_logical", h.restored_logical_bytes},
-          {"bytes_restored_stored", h.restored_stored_bytes},
-          {"cold_write_bytes_stored", h.cold_write_bytes},
-          {"peak_cold_bytes_logical", h.peak_cold_logical_bytes},
-          {"peak_cold_bytes_stored", h.peak_cold_stored_bytes},
-          {"peak_device_bytes_logical", h.peak_device_logical_bytes},
-          {"peak_host_bytes_logical", h.peak_host_logical_bytes},
-          {"readopted_checkpoints", h.readopted},
-          {"cold_restores_of_readopted", h.readopted_hits},
-          {"cold_restores_of_other_servers", h.remote_hits},
-          {"prefetch_hints", r.prefetch_hints},
-          {"prefetches", h.prefetches},
-          {"prefetches_used", h.prefetches_used},
-          {"prefetches_wasted", h.prefetches_wasted},
-          {"prefetch_hidden_seconds", r.prefetch_hidden_seconds},
-          {"provider_timeouts", h.timeouts},
-          {"verified_restores", r.verified_restores},
-          {"mismatched_restores", r.mismatched_restores},
-          {"restore_exact", r.restore_exact},
-          {"provider_calls_outside_admission", r.provider_calls_outside_admission},
-          {"clock", r.clock},
-          {"tier_calls", r.tier_calls},
-          {"blocked_tier_calls", r.blocked_tier_calls},
-          {"preempted_tier_calls", r.preempted_tier_calls},
-          {"scheduler_cpu_max_ms", r.scheduler_cpu_max_ms},
-          {"scheduler_stall_max_unpreempted_ms", r.scheduler_stall_max_unpreempted_ms},
-          {"scheduler_stall_max_ms", r.scheduler_stall_max_ms},
-          {"scheduler_stall_p99_ms", r.scheduler_stall_p99_ms},
-          {"lane_steps_during_restores", r.lane_steps_during_restores},
-          {"virtual_seconds", r.virtual_seconds},
-          {"wall_seconds", r.wall_seconds}};
+  nlohmann::json doc = {
+      {"workload", r.workload},
+      {"provider", r.provider},
+      {"requests", r.requests},
+      {"completed", r.completed},
+      {"interrupted", r.interrupted},
+      {"device_hits", r.device_hits},
+      {"host_restores", r.host_restores},
+      {"cold_restores", r.cold_restores},
+      {"root_prefills", r.root_prefills},
+      {"root_prefills_by_reason", r.root_prefills_by_reason},
+      {"skip_to_root", r.skip_to_root},
+      {"checkpoints_sealed", r.checkpoints_sealed},
+      {"shared_prefixes_published", r.shared_prefixes_published},
+      {"prefill_seconds", r.prefill_seconds},
+      {"prefill_seconds_no_reuse", r.prefill_seconds_no_reuse},
+      {"admission_seconds", r.admission_seconds},
+      {"prefill_seconds_saved", r.prefill_seconds_saved},
+      {"ttft_p50_s", r.ttft_p50_s},
+      {"ttft_p99_s", r.ttft_p99_s},
+      {"pending_admissions", r.pending_admissions},
+      {"max_pending_at_once", r.max_pending_at_once},
+      {"spills", h.spills},
+      {"spill_failures", h.spill_failures},
+      {"evictions", h.evictions},
+      {"bytes_spilled_logical", h.spilled_logical_bytes},
+      {"bytes_spilled_stored", h.spilled_stored_bytes},
+      {"bytes_restored_logical", h.restored_logical_bytes},
+      {"bytes_restored_stored", h.restored_stored_bytes},
+      {"cold_write_bytes_stored", h.cold_write_bytes},
+      {"peak_cold_bytes_logical", h.peak_cold_logical_bytes},
+      {"peak_cold_bytes_stored", h.peak_cold_stored_bytes},
+      {"peak_device_bytes_logical", h.peak_device_logical_bytes},
+      {"peak_host_bytes_logical", h.peak_host_logical_bytes},
+      {"readopted_checkpoints", h.readopted},
+      {"cold_restores_of_readopted", h.readopted_hits},
+      {"cold_restores_of_other_servers", h.remote_hits},
+      {"prefetch_hints", r.prefetch_hints},
+      {"prefetches", h.prefetches},
+      {"prefetches_used", h.prefetches_used},
+      {"prefetches_wasted", h.prefetches_wasted},
+      {"prefetch_hidden_seconds", r.prefetch_hidden_seconds},
+      {"provider_timeouts", h.timeouts},
+      {"verified_restores", r.verified_restores},
+      {"mismatched_restores", r.mismatched_restores},
+      {"restore_exact", r.restore_exact},
+      {"provider_calls_outside_admission", r.provider_calls_outside_admission},
+      {"clock", r.clock},
+      {"tier_calls", r.tier_calls},
+      {"blocked_tier_calls", r.blocked_tier_calls},
+      {"preempted_tier_calls", r.preempted_tier_calls},
+      {"scheduler_cpu_max_ms", r.scheduler_cpu_max_ms},
+      {"scheduler_stall_max_unpreempted_ms", r.scheduler_stall_max_unpreempted_ms},
+      {"scheduler_stall_max_ms", r.scheduler_stall_max_ms},
+      {"scheduler_stall_p99_ms", r.scheduler_stall_p99_ms},
+      {"lane_steps_during_restores", r.lane_steps_during_restores},
+      {"virtual_seconds", r.virtual_seconds},
+      {"wall_seconds", r.wall_seconds}};
   doc["policy"] = r.policy;
   doc["restore_cost"] = r.restore_cost;
   doc["prefill_saved_share"] = r.prefill_saved_share;
@@ -140,8 +145,8 @@ namespace {
 void PrintReturning(std::ostream& out, const ReplayReport& r) {
   if (r.returning.empty()) return;
   out << "returning sessions (" << r.provider
-      << "; a prompt that extends a checkpoint an earlier request parked), TTFT = queue + "
-         "restore + prefill:\n";
+      << "; a prompt that extends a checkpoint an earlier request parked; mean TTFT = queue + "
+         "restore + prefill):\n";
   const std::pair<const char*, const char*> kinds[] = {{"device", "still on Device"},
                                                        {"host", "restored from Host"},
                                                        {"cold_prefetched", "prefetched from cold"},
@@ -151,20 +156,19 @@ void PrintReturning(std::ostream& out, const ReplayReport& r) {
     auto it = r.returning.find(kind);
     if (it == r.returning.end()) continue;
     const ReturningFigures& f = it->second;
-    out << "  " << std::left << std::setw(24) << label << std::right << std::setw(5)
-        << f.requests << " requests: TTFT p50 " << Fixed(f.ttft_p50_s, 2) << " s (queue "
-        << Fixed(f.queue_p50_s, 2) << " + restore " << Fixed(f.restore_p50_s, 2) << " + prefill "
-        << Fixed(f.prefill_p50_s, 2) << "), p99 " << Fixed(f.ttft_p99_s, 2) << " s, instead of "
-        << Fixed(f.root_prefill_p50_s, 1) << " s root prefill (p50; "
-        << static_cast<uint64_t>(f.parked_tokens_p50) << " tokens parked)\n";
+    out << "  " << std::left << std::setw(24) << label << std::right << std::setw(5) << f.requests
+        << " requests: TTFT p50 " << Fixed(f.ttft_p50_s, 2) << " s, p99 " << Fixed(f.ttft_p99_s, 2)
+        << " s, instead of " << Fixed(f.root_prefill_p50_s, 1) << " s root prefill (p50; "
+        << static_cast<uint64_t>(f.parked_tokens_p50) << " tokens parked); mean "
+        << Fixed(f.ttft_mean_s, 2) << " s = queue " << Fixed(f.queue_mean_s, 2) << " + restore "
+        << Fixed(f.restore_mean_s, 2) << " + prefill " << Fixed(f.prefill_mean_s, 2) << "\n";
   }
 }
 
 void PrintStability(std::ostream& out, const ReplayReport& r) {
   out << "load (" << r.provider << "): offered utilization " << Fixed(r.offered_utilization, 2)
-      << " of the lanes, lanes busy " << Fixed(100 * r.lane_utilization, 0)
-      << "%, queueing p50 " << Fixed(r.queue_p50_s, 2) << " s, p99 " << Fixed(r.queue_p99_s, 2)
-      << " s";
+      << " of the lanes, lanes busy " << Fixed(100 * r.lane_utilization, 0) << "%, queueing p50 "
+      << Fixed(r.queue_p50_s, 2) << " s, p99 " << Fixed(r.queue_p99_s, 2) << " s";
   if (r.trace_time_scale != 1 || !r.trace_time_scale_how.empty()) {
     out << ", trace time scale " << Fixed(r.trace_time_scale, 2);
     if (!r.trace_time_scale_how.empty()) out << " (" << r.trace_time_scale_how << ")";
@@ -203,22 +207,13 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
                                   x.restore_exact ? "true" : "FALSE"};
     return v;
   };
-  const std::vector<std::string> names = {"requests",
-                                          "device hits",
-                                          "host restores",
-                                          "cold restores",
-                                          "root prefills",
-                                          "prefill s (run)",
-                                          "restore+transfer s",
-                                          "prefill s saved",
-                                          "share of prefill saved",
-                                          "TTFT p50 s",
-                                          "TTFT p99 s",
-                                          "spilled (logical)",
-                                          "restored (logical)",
-                                          "peak cold (logical)",
-                                          "re-adopted at start",
-                                          "restore exact"};
+  const std::vector<std::string> names = {
+      "requests",           "device hits",         "host restores",
+      "cold restores",      "root prefills",       "prefill s (run)",
+      "restore+transfer s", "prefill s saved",     "share of prefill saved",
+      "TTFT p50 s",         "TTFT p99 s",          "spilled (logical)",
+      "restored (logical)", "peak cold (logical)", "re-adopted at start",
+      "restore exact"};
   const auto a = rows(r);
   const std::vector<std::string> b = c != nullptr ? rows(*c) : std::vector<std::string>();
   out << "\n"

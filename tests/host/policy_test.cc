@@ -9,8 +9,6 @@
 namespace tier::host::test {
 namespace {
 
-using HostPolicy = HostTest;
-
 auto WithPolicy(Policy policy, ValueLevers levers = {}) {
   return [policy, levers](HostOptions& o) {
     o.policy = policy;
@@ -22,6 +20,30 @@ std::vector<uint64_t> Extend(std::vector<uint64_t> blocks, uint64_t base, size_t
   for (size_t i = 0; i < n; ++i) blocks.push_back(base + i);
   return blocks;
 }
+
+class HostPolicy : public HostTest {
+ protected:
+  // head (a shared system prefix, 4 blocks) seeds three sessions; then lone (4 blocks, more
+  // recent than head's last use) is sealed. Room for everything but half a 4-block checkpoint:
+  // one leaves Device when the next arrives. Returns whether head stayed and lone left.
+  std::pair<bool, bool> SeedThreeThenSealALoneOne(ValueLevers levers) {
+    Open("null", {}, Bytes(4) * 3 + Bytes(6) * 3 - Bytes(4) / 2, Bytes(100),
+         WithPolicy(Policy::kValue, levers));
+    const auto head = Blocks(1, 4);
+    EXPECT_TRUE(Seal(head, 1, /*shared_prefix=*/true));
+    for (uint64_t s = 0; s < 3; ++s) {
+      const auto session = Extend(head, 1000 * (s + 1), 2);
+      Admission seeded = AdmitAndWait(session, 3 + s);
+      EXPECT_EQ(seeded.cached_tokens, 4u * 512);
+      Release(seeded);
+      EXPECT_TRUE(Seal(session, 3 + s));
+    }
+    const auto lone = Blocks(500, 4);
+    EXPECT_TRUE(Seal(lone, 6));
+    EXPECT_TRUE(Seal(Blocks(700, 4), 7));
+    return {(PlacementsOf(head) & kD) != 0, (PlacementsOf(lone) & kD) == 0};
+  }
+};
 
 TEST_F(HostPolicy, LruDemotesTheLeastRecentlyUsedWhateverItSaves) {
   const auto big = Blocks(1000, 8), small = Blocks(2000, 1), third = Blocks(3000, 1);
@@ -52,9 +74,9 @@ TEST_F(HostPolicy, LruCountsAReuseAsRecent) {
 
 TEST_F(HostPolicy, GdsfKeepsTheFrequentOverTheRecent) {
   // a: one block used twice (H = 3 x cost/size); b: one block, newer, never used (1 x); c: two
-  // blocks (more prefill per byte than b). Room for all but one block.
+  // blocks (more prefill per byte than b). Room for a, b and half of c: one of them leaves.
   const auto a = Blocks(10, 1), b = Blocks(20, 1), c = Blocks(30, 2);
-  Open("null", {}, Bytes(1) * 2 + Bytes(2) - 1, Bytes(1) * 8, WithPolicy(Policy::kGdsf));
+  Open("null", {}, Bytes(1) * 2 + Bytes(2) / 2, Bytes(1) * 8, WithPolicy(Policy::kGdsf));
   ASSERT_TRUE(Seal(a, 1));
   for (uint64_t t : {2, 3}) {
     Admission used = AdmitAndWait(a, t);
@@ -134,31 +156,24 @@ TEST_F(HostPolicy, WithoutTheSupersededLeverTheOlderLiveCheckpointGoes) {
 }
 
 TEST_F(HostPolicy, SharedPrefixWithManySiblingsOutlivesALoneCheckpointOfEqualSize) {
-  // head (a shared system prefix, 4 blocks) seeds three sessions; lone (4 blocks) is younger
-  // and never used. Room for everything but one 4-block checkpoint.
-  Open("null", {}, Bytes(4) * 3 + Bytes(6) * 3 - 1, Bytes(100), WithPolicy(Policy::kValue));
-  const auto head = Blocks(1, 4);
-  ASSERT_TRUE(Seal(head, 1, /*shared_prefix=*/true));
-  const auto lone = Blocks(500, 4);
-  ASSERT_TRUE(Seal(lone, 2));
-  for (uint64_t s = 0; s < 3; ++s) {
-    const auto session = Extend(head, 1000 * (s + 1), 2);
-    Admission seeded = AdmitAndWait(session, 3 + s);
-    ASSERT_EQ(seeded.cached_tokens, 4u * 512);
-    Release(seeded);
-    ASSERT_TRUE(Seal(session, 3 + s));
-  }
-  ASSERT_TRUE(Seal(Blocks(700, 4), 7));
-  EXPECT_TRUE(PlacementsOf(head) & kD) << "three siblings seeded: worth more than its bytes";
-  EXPECT_FALSE(PlacementsOf(lone) & kD);
+  const auto [head_stayed, lone_left] = SeedThreeThenSealALoneOne({});
+  EXPECT_TRUE(head_stayed) << "three siblings seeded: worth more than its bytes";
+  EXPECT_TRUE(lone_left);
+}
+
+TEST_F(HostPolicy, WithoutTheSharedUseLeverTheLessRecentHeadGoes) {
+  ValueLevers levers;
+  levers.shared_use = false;
+  const auto [head_stayed, lone_left] = SeedThreeThenSealALoneOne(levers);
+  EXPECT_FALSE(head_stayed) << "the contrast to the test above: by recency alone head goes";
+  EXPECT_FALSE(lone_left);
 }
 
 TEST_F(HostPolicy, ColdAdmissionDropsWhatWouldCostMoreToRestoreThanToPrefill) {
   // At 1 MB/s a one-block checkpoint (66 KB) restores in 66 ms and prefills in 1.8 ms: never
   // worth writing. It is dropped, not spilled, and nothing reaches the provider.
-  Open("scripted", {}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2, [](HostOptions& o) {
-    o.model_cold_read_bytes_per_second = 1e6;
-  });
+  Open("scripted", {}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2,
+       [](HostOptions& o) { o.model_cold_read_bytes_per_second = 1e6; });
   for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(Seal(Blocks(100 * (i + 1), 1), i + 1));
   const HostStats s = host_->Stats();
   EXPECT_EQ(s.spills, 0u);

@@ -103,10 +103,12 @@ TEST(ReplayStability, StretchingPastTheClockIsRefused) {
 }
 
 TEST(ReplayStability, ClosedLoopsAreJudgedPerSession) {
-  // Agent sessions: a turn waits for the previous answer plus a think time. Short thinks on few
-  // lanes saturate them; long thinks do not. Closed loops are never stretched.
+  // Agent sessions, all starting within a second: a turn waits for the previous answer plus a
+  // think time. Short thinks on few lanes saturate them; long thinks do not. Closed loops are
+  // never stretched.
   sim::AgentsWorkloadOptions busy;
   busy.sessions = 12;
+  busy.session_start_spread_s = 1;
   busy.mean_think_s = 0.05;
   busy.min_history_tokens = 20000;
   busy.max_history_tokens = 30000;

@@ -104,7 +104,7 @@ TEST(Replay, ReturningSessionFiguresAreReportedAndAddUp) {
   ScopedTempDir dir;
   const std::string report = dir.path() + "/report.json";
   auto args = AgentsReplay(dir.path() + "/cold", report);
-  args.insert(args.end(), {"--sessions", "4", "--restore-cost", "model"});
+  args.insert(args.end(), {"--restore-cost", "model"});  // six sessions
   auto r = RunCommand(args);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const json doc = ReadJson(report);
@@ -114,14 +114,19 @@ TEST(Replay, ReturningSessionFiguresAreReportedAndAddUp) {
   uint64_t requests = 0;
   for (const auto& [kind, f] : returning.items()) {
     SCOPED_TRACE(kind);
-    EXPECT_TRUE(kind == "device" || kind == "host" || kind == "cold" ||
-                kind == "cold_prefetched" || kind == "root");
+    EXPECT_TRUE(kind == "device" || kind == "host" || kind == "cold" || kind == "cold_prefetched" ||
+                kind == "root");
     requests += f["requests"].get<uint64_t>();
     EXPECT_GT(f["requests"].get<uint64_t>(), 0u);
     EXPECT_LE(f["ttft_p50_s"].get<double>(), f["ttft_p99_s"].get<double>());
     EXPECT_LE(f["queue_p50_s"].get<double>(), f["queue_p99_s"].get<double>());
     EXPECT_GT(f["root_prefill_p50_s"].get<double>(), 0);
     EXPECT_GT(f["parked_tokens_p50"].get<double>(), 0);
+    EXPECT_NEAR(f["ttft_mean_s"].get<double>(),
+                f["queue_mean_s"].get<double>() + f["restore_mean_s"].get<double>() +
+                    f["prefill_mean_s"].get<double>(),
+                1e-6)
+        << "TTFT is queue + restore + prefill";
     if (kind != "root") {
       // Resuming cost less than the root prefill those requests would have needed.
       EXPECT_LT(f["restore_p50_s"].get<double>() + f["prefill_p50_s"].get<double>(),
@@ -129,7 +134,7 @@ TEST(Replay, ReturningSessionFiguresAreReportedAndAddUp) {
     }
   }
   // Every turn after a session's first resumes a parked conversation (or could not).
-  EXPECT_EQ(requests, doc["requests"].get<uint64_t>() - 4);
+  EXPECT_EQ(requests, doc["requests"].get<uint64_t>() - 6);
   EXPECT_NE(r.out.find("returning sessions"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("s root prefill"), std::string::npos) << r.out;
   EXPECT_FALSE(doc["stability"]["unstable"].get<bool>()) << doc["stability"].dump();
@@ -175,9 +180,9 @@ TEST(Replay, AutoKeepsALightTracesOwnTimes) {
   ScopedTempDir dir;
   const std::string trace = WriteTrace(dir.path(), 10, 60000);  // one a minute
   const std::string report = dir.path() + "/auto.json";
-  auto r = RunCommand({TIER_HOST, "--cold-kv-dir", "", "--bytes-scale", "1000", "replay",
-                       "--trace", trace, "--trace-time-scale", "auto", "--report-json", report,
-                       "--no-progress"});
+  auto r =
+      RunCommand({TIER_HOST, "--cold-kv-dir", "", "--bytes-scale", "1000", "replay", "--trace",
+                  trace, "--trace-time-scale", "auto", "--report-json", report, "--no-progress"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_DOUBLE_EQ(ReadJson(report)["stability"]["trace_time_scale"].get<double>(), 1.0);
 }
@@ -185,11 +190,27 @@ TEST(Replay, AutoKeepsALightTracesOwnTimes) {
 TEST(Replay, ComparePoliciesIsDeterministicAndPrintsOneTable) {
   ScopedTempDir dir;
   const std::string report = dir.path() + "/compare.json";
-  auto r = RunCommand({TIER_HOST,  "--cold-kv-dir", dir.path(), "--bytes-scale", "1000",
-                       "--device-kv-mib", "2048", "--host-kv-mib", "3072", "compare-policies",
-                       "--workload", "agents", "--sessions", "4", "--policies",
-                       "value,lru,gdsf,value", "--cold-sizes-gib", "8,32", "--report-json",
-                       report, "--no-progress"});
+  auto r = RunCommand({TIER_HOST,
+                       "--cold-kv-dir",
+                       dir.path(),
+                       "--bytes-scale",
+                       "1000",
+                       "--device-kv-mib",
+                       "2048",
+                       "--host-kv-mib",
+                       "3072",
+                       "compare-policies",
+                       "--workload",
+                       "agents",
+                       "--sessions",
+                       "4",
+                       "--policies",
+                       "value,lru,gdsf,value",
+                       "--cold-sizes-gib",
+                       "8,32",
+                       "--report-json",
+                       report,
+                       "--no-progress"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const json runs = ReadJson(report);
   ASSERT_EQ(runs.size(), 8u);
@@ -227,10 +248,10 @@ TEST(Replay, MooncakeTraceRestoresFromColdExactly) {
   }
   ScopedTempDir dir;
   const std::string report = dir.path() + "/trace.json";
-  auto r = RunCommand({TIER_HOST, "--cold-kv-dir", dir.path() + "/cold", "--cold-kv-gib", "256",
-                       "--bytes-scale", "1000", "--max-concurrency", "16", "replay", "--trace",
-                       trace, "--trace-time-scale", "auto", "--report-json", report,
-                       "--no-progress"});
+  auto r =
+      RunCommand({TIER_HOST, "--cold-kv-dir", dir.path() + "/cold", "--cold-kv-gib", "256",
+                  "--bytes-scale", "1000", "--max-concurrency", "16", "replay", "--trace", trace,
+                  "--trace-time-scale", "auto", "--report-json", report, "--no-progress"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const json doc = ReadJson(report);
   EXPECT_EQ(doc["requests"].get<int>(), 3993);
