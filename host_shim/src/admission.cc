@@ -384,13 +384,12 @@ void Host::Impl::OnRestored(uint64_t id, std::shared_ptr<HostCopy> buffers,
   stats_.restored_stored_bytes += done.stored_bytes;
   op->cold_restore_ns = done.duration_ns;
   op->result.cold_restore_ns = done.duration_ns;
-  const uint64_t model_ns =
-      options_.model_cold_read_bytes_per_second > 0 ? ColdReadNs(*e) : 0;
+  const uint64_t model_ns = options_.model_cold_read_bytes_per_second > 0 ? ColdReadNs(*e) : 0;
   op->result.cold_restore_model_ns = model_ns;
   if (done.duration_ns > 0) {
-    const double rate = static_cast<double>(e->logical_bytes) * 1e9 /
-                        (static_cast<double>(done.duration_ns) *
-                         static_cast<double>(options_.bytes_scale));
+    const double rate =
+        static_cast<double>(e->logical_bytes) * 1e9 /
+        (static_cast<double>(done.duration_ns) * static_cast<double>(options_.bytes_scale));
     observed_cold_read_bytes_per_second_ =
         0.8 * observed_cold_read_bytes_per_second_ + 0.2 * std::clamp(rate, 1e6, 1e12);
   }

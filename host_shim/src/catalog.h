@@ -60,13 +60,13 @@ struct CheckpointEntry {
   uint64_t physical_bytes = 0;
   uint64_t prefill_saved_ns = 0;  // root prefill of `tokens`: what a hit on it saves
   // Policy inputs (policy.h).
-  uint64_t last_use_ns = 0;   // server clock
-  uint64_t uses = 0;          // admissions that reused it
-  uint32_t children = 0;      // checkpoints in the catalog whose parent it is
+  uint64_t last_use_ns = 0;  // server clock
+  uint64_t uses = 0;         // admissions that reused it
+  uint32_t children = 0;     // checkpoints in the catalog whose parent it is
   // Its conversation moved on: exactly one child extends it and it is not a shared prefix
   // (kept by the catalog as children and shared_prefix change).
   bool superseded = false;
-  double gdsf_priority = 0;   // GDSF's H value, set when used or inserted
+  double gdsf_priority = 0;        // GDSF's H value, set when used or inserted
   uint8_t placements = 0;          // Placement bits
   uint64_t cold_stored_bytes = 0;  // bytes the provider reported for it
   uint32_t pins = 0;               // requests and operations using it: never dropped while > 0
@@ -82,7 +82,7 @@ struct CheckpointEntry {
   bool prefetched = false;           // its Host copy came from a prefetch and has not been used yet
   uint64_t prefetch_restore_ns = 0;  // what that prefetch's cold restore took
   uint64_t prefetch_restore_model_ns = 0;  // ... modelled (model_cold_read_bytes_per_second)
-  bool doomed = false;       // leaves every tier once unpinned (corrupt, evicted while in use)
+  bool doomed = false;  // leaves every tier once unpinned (corrupt, evicted while in use)
   std::shared_ptr<HostCopy> host_copy;      // present iff placements & kHost (operations
                                             // reading it hold references too)
   std::unique_ptr<DeviceCopy> device_copy;  // present iff placements & kDevice

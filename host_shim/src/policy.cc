@@ -138,7 +138,9 @@ double PolicyOrder::SupersededWeight() const {
   return std::clamp(sup / live, kMinSupersededWeight, 1.0);
 }
 
-void PolicyOrder::OnSuperseded(const CheckpointEntry&) { ++superseded_; }
+void PolicyOrder::OnSuperseded(const CheckpointEntry&) {
+  ++superseded_;
+}
 
 void PolicyOrder::OnInsert(CheckpointEntry* entry, uint64_t now_ns) {
   ++inserted_;

@@ -55,7 +55,7 @@ class PolicyOrder {
   Policy policy_;
   ValueLevers levers_;
   double prior_half_life_s_;
-  double inflation_ = 0;     // GDSF's L
+  double inflation_ = 0;        // GDSF's L
   double reuse_gap_sum_s_ = 0;  // observed gaps between a checkpoint's last use and its reuse
   uint64_t reuse_gaps_ = 0;
   // Reuse rates: inserted checkpoints and their reuses while live; superseded ones and theirs.

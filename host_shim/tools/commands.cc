@@ -330,16 +330,19 @@ std::string ColdTtft(const sim::ReplayReport& r) {
 }
 
 void PrintCompareTable(std::ostream& out, const std::vector<CompareRun>& runs) {
-  out << "\n" << std::left << std::setw(9) << "cold GiB" << std::setw(8) << "policy"
-      << std::right << std::setw(12) << "saved s" << std::setw(9) << "share" << std::setw(8)
-      << "cold+" << std::setw(11) << "cold" << std::setw(12) << "written/" << std::setw(8)
-      << "device" << std::setw(7) << "host" << std::setw(7) << "root" << std::setw(10)
-      << "TTFT p50" << std::setw(11) << "from cold" << std::setw(10) << "stable" << "\n"
+  out << "\n"
+      << std::left << std::setw(9) << "cold GiB" << std::setw(8) << "policy" << std::right
+      << std::setw(12) << "saved s" << std::setw(9) << "share" << std::setw(8) << "cold+"
+      << std::setw(11) << "cold" << std::setw(12) << "written/" << std::setw(8) << "device"
+      << std::setw(7) << "host" << std::setw(7) << "root" << std::setw(10) << "TTFT p50"
+      << std::setw(11) << "from cold" << std::setw(10) << "stable"
+      << "\n"
       << std::left << std::setw(9) << "" << std::setw(8) << "" << std::right << std::setw(12)
-      << "(net)" << std::setw(9) << "" << std::setw(8) << "prefet." << std::setw(11)
-      << "written" << std::setw(12) << "saved s" << std::setw(8) << "hits" << std::setw(7)
-      << "rest." << std::setw(7) << "prefill" << std::setw(10) << "s" << std::setw(11)
-      << "TTFT p50 s" << std::setw(10) << "" << "\n";
+      << "(net)" << std::setw(9) << "" << std::setw(8) << "prefet." << std::setw(11) << "written"
+      << std::setw(12) << "saved s" << std::setw(8) << "hits" << std::setw(7) << "rest."
+      << std::setw(7) << "prefill" << std::setw(10) << "s" << std::setw(11) << "TTFT p50 s"
+      << std::setw(10) << ""
+      << "\n";
   for (const CompareRun& run : runs) {
     const sim::ReplayReport& r = run.report;
     out << std::left << std::setw(9) << Num(run.cold_gib, 0) << std::setw(8) << run.policy
@@ -362,8 +365,8 @@ void PrintCompareTable(std::ostream& out, const std::vector<CompareRun>& runs) {
       if (b.cold_gib == a.cold_gib && b.policy != lead &&
           b.report.prefill_seconds_saved >= a.report.prefill_seconds_saved) {
         ahead = false;
-        out << lead << " is not ahead of " << b.policy << " at " << Num(a.cold_gib, 0)
-            << " GiB (" << Num(a.report.prefill_seconds_saved, 1) << " s vs "
+        out << lead << " is not ahead of " << b.policy << " at " << Num(a.cold_gib, 0) << " GiB ("
+            << Num(a.report.prefill_seconds_saved, 1) << " s vs "
             << Num(b.report.prefill_seconds_saved, 1) << " s saved)\n";
       }
     }
@@ -426,8 +429,8 @@ int RunComparePoliciesCommand(const ServerConfig& config, const ReplayConfig& re
       ServerConfig run_config = config;
       run_config.policy = ParsePolicy(name).value();
       run_config.cold_kv_gib = gib;
-      const std::filesystem::path dir = std::filesystem::path(*config.cold_kv_dir) /
-                                        ("compare-" + name + "-" + Num(gib, 0));
+      const std::filesystem::path dir =
+          std::filesystem::path(*config.cold_kv_dir) / ("compare-" + name + "-" + Num(gib, 0));
       std::error_code ec;
       std::filesystem::remove_all(dir, ec);
       run_config.cold_kv_dir = dir.string();

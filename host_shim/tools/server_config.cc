@@ -80,7 +80,8 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
          "--value-levers",
          [&c](const std::string& text) {
            auto levers = ParseValueLevers(text);
-           if (!levers.ok()) throw CLI::ValidationError("--value-levers", levers.status().message());
+           if (!levers.ok())
+             throw CLI::ValidationError("--value-levers", levers.status().message());
            c.value_levers = levers.value();
          },
          "Parts of the value policy, for measuring what each pays: all (the default), none, or a "
@@ -207,8 +208,7 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
 }
 
 void AddCompareFlags(CLI::App& compare, CompareConfig& c) {
-  compare
-      .add_option("--policies", c.policies, "Policies to run, in order (comma separated)")
+  compare.add_option("--policies", c.policies, "Policies to run, in order (comma separated)")
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::IsMember({"value", "lru", "gdsf"}));

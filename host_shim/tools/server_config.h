@@ -43,8 +43,8 @@ struct ReplayConfig {
   bool trace_time_scale_auto = false;  // --trace-time-scale auto
   double target_utilization = 0.7;     // --target-utilization (for auto)
   uint32_t sessions = 16;
-  double think_s = 300;                // --think-s: agents' mean think/tool time
-  double start_spread_s = 600;         // --start-spread-s: agents' sessions start within this
+  double think_s = 300;         // --think-s: agents' mean think/tool time
+  double start_spread_s = 600;  // --start-spread-s: agents' sessions start within this
   uint64_t seed = 1;
   // --restore-cost: "measured" (a cold restore costs its wall time x --bytes-scale) or "model"
   // (its logical bytes at --cold-read-gbps, deterministic). "" = measured for replay, model for

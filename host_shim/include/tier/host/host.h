@@ -205,14 +205,14 @@ struct Admission {
   // work after it (Transfer::make_stream_wait) or wait() on it before using the state.
   device::Transfer state_copy;
   std::vector<std::byte> server_manifest;  // what the server sealed with it (kReady)
-  uint64_t cold_restore_ns = 0;      // wall time of the provider's restore (cold restores)
+  uint64_t cold_restore_ns = 0;            // wall time of the provider's restore (cold restores)
   // The restore's modelled time at model_cold_read_bytes_per_second over its logical bytes
   // (cold restores, and prefetched ones: what the prefetch took off); 0 without the model.
   uint64_t cold_restore_model_ns = 0;
-  uint64_t transfer_model_ns = 0;    // modelled Host->Device transfer time (cost model)
-  uint64_t wait_ns = 0;              // wall time from Admit to ready (pending admissions)
-  bool prefetched = false;           // a prefetch brought it into Host before the request came
-  uint64_t prefetch_hidden_ns = 0;   // cold restore time the prefetch took off this request
+  uint64_t transfer_model_ns = 0;   // modelled Host->Device transfer time (cost model)
+  uint64_t wait_ns = 0;             // wall time from Admit to ready (pending admissions)
+  bool prefetched = false;          // a prefetch brought it into Host before the request came
+  uint64_t prefetch_hidden_ns = 0;  // cold restore time the prefetch took off this request
 };
 
 struct SealRequest {
@@ -262,8 +262,8 @@ struct HostStats {
   uint64_t prefetch_hidden_ns = 0;
   uint64_t timeouts = 0;  // provider operations that passed their deadline
   uint64_t verified_restores = 0, mismatched_restores = 0;  // ReportVerification calls
-  uint64_t cold_write_bytes = 0;   // stored bytes written to the cold tier
-  uint64_t cold_write_logical_bytes = 0;  // the same, logical
+  uint64_t cold_write_bytes = 0;                            // stored bytes written to the cold tier
+  uint64_t cold_write_logical_bytes = 0;                    // the same, logical
   // Spilled KV bytes (logical) that repeat the KV of the checkpoint it extends, when that parent
   // was in Cold at the time: what storing shared pages once would have saved.
   uint64_t cold_write_parent_kv_logical_bytes = 0;
