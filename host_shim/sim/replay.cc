@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <queue>
@@ -629,23 +630,28 @@ double Mean(const std::vector<double>& values) {
   return sum / static_cast<double>(values.size());
 }
 
+constexpr const char* kFromCold = "*from_cold";  // not a tier: cold and cold_prefetched
+
 void Engine::SummarizeReturning() {
   struct Samples {
     std::vector<double> ttft, queue, restore, prefill, root, parked;
   };
-  std::map<std::string, Samples> by_kind;
+  std::map<std::string, Samples> by_kind;  // by tier, and kFromCold
   for (const Record& rec : records_) {
     if (!rec.served || rec.parked_tokens == 0) continue;
     const char* kind = !rec.resumed     ? "root"
                        : rec.prefetched ? "cold_prefetched"
                                         : OutcomeTier(rec.outcome);
-    Samples& s = by_kind[kind];
-    s.ttft.push_back(static_cast<double>(rec.first_token_ns - rec.arrival_ns) / 1e9);
-    s.queue.push_back(static_cast<double>(rec.start_ns - rec.arrival_ns) / 1e9);
-    s.restore.push_back(static_cast<double>(rec.admission_ns) / 1e9);
-    s.prefill.push_back(static_cast<double>(rec.prefill_ns) / 1e9);
-    s.root.push_back(static_cast<double>(rec.root_prefill_ns) / 1e9);
-    s.parked.push_back(static_cast<double>(rec.parked_tokens));
+    const bool from_cold = std::strcmp(kind, "cold") == 0 || rec.prefetched;
+    for (Samples* s : {&by_kind[kind], from_cold ? &by_kind[kFromCold] : nullptr}) {
+      if (s == nullptr) continue;
+      s->ttft.push_back(static_cast<double>(rec.first_token_ns - rec.arrival_ns) / 1e9);
+      s->queue.push_back(static_cast<double>(rec.start_ns - rec.arrival_ns) / 1e9);
+      s->restore.push_back(static_cast<double>(rec.admission_ns) / 1e9);
+      s->prefill.push_back(static_cast<double>(rec.prefill_ns) / 1e9);
+      s->root.push_back(static_cast<double>(rec.root_prefill_ns) / 1e9);
+      s->parked.push_back(static_cast<double>(rec.parked_tokens));
+    }
   }
   for (auto& [kind, s] : by_kind) {
     ReturningFigures f;
@@ -663,6 +669,10 @@ void Engine::SummarizeReturning() {
     f.queue_mean_s = Mean(s.queue);
     f.restore_mean_s = Mean(s.restore);
     f.prefill_mean_s = Mean(s.prefill);
+    if (kind == kFromCold) {
+      report_.returning_from_cold = f;
+      continue;
+    }
     report_.returning[kind] = f;
   }
 }

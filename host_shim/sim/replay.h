@@ -86,6 +86,9 @@ struct ReplayReport {
   double queue_p99_s = 0;
   // "device", "host", "cold", "cold_prefetched", "root" (absent when none of that kind).
   std::map<std::string, ReturningFigures> returning;
+  // The same over every request that came back from the cold tier (restored or prefetched): the
+  // headline a user asks for. requests == 0 when none did.
+  ReturningFigures returning_from_cold;
   // Stability. offered_utilization: the lanes' share the requests ask for at the service times
   // this run gave them (restore + prefill + decode): open loop, over the arrival span; closed
   // loop (turns after think times), sum over sessions of service / (service + think). At or

@@ -158,7 +158,7 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
       .add_option("--restore-cost", c.restore_cost,
                   "measured: a cold restore costs its measured wall time x --bytes-scale (noisy); "
                   "model: its logical bytes at --cold-read-gbps, and the restore-or-root decision "
-                  "by that model (deterministic; the default of compare-policies)")
+                  "by that model (repeatable; the default of compare-policies)")
       ->check(CLI::IsMember({"measured", "model"}));
   replay
       .add_option("--cold-read-gbps", c.cold_read_gbps,

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   CLI::App* compare = app.add_subcommand(
       "compare-policies",
       "Replay one workload under each policy (value, lru, gdsf) at several cold sizes, with a "
-      "deterministic restore cost, and print one table: prefill saved net of restore and "
+      "modelled restore cost, and print one table: prefill saved net of restore and "
       "transfer time, cold restores, cold bytes written and per saved prefill second");
   tier::AddReplayFlags(*compare, replay_config);
   tier::AddCompareFlags(*compare, compare_config);

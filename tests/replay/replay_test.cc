@@ -133,6 +133,16 @@ TEST(Replay, ReturningSessionFiguresAreReportedAndAddUp) {
                 f["root_prefill_p50_s"].get<double>());
     }
   }
+  uint64_t from_cold = 0;
+  for (const char* kind : {"cold", "cold_prefetched"}) {
+    if (returning.contains(kind)) from_cold += returning[kind]["requests"].get<uint64_t>();
+  }
+  EXPECT_EQ(doc["returning_from_cold"]["requests"].get<uint64_t>(), from_cold);
+  if (from_cold > 0) {
+    EXPECT_NE(r.out.find("returning sessions restored from cold ("), std::string::npos) << r.out;
+    EXPECT_LT(doc["returning_from_cold"]["restore_mean_s"].get<double>(),
+              doc["returning_from_cold"]["root_prefill_p50_s"].get<double>());
+  }
   // Every turn after a session's first resumes a parked conversation (or could not).
   EXPECT_EQ(requests, doc["requests"].get<uint64_t>() - 6);
   EXPECT_NE(r.out.find("returning sessions"), std::string::npos) << r.out;
