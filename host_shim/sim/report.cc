@@ -173,12 +173,14 @@ void PrintReturning(std::ostream& out, const ReplayReport& r) {
 void PrintHeadline(std::ostream& out, const ReplayReport& r) {
   const ReturningFigures& f = r.returning_from_cold;
   if (f.requests == 0) return;
-  out << "\nreturning sessions restored from cold (" << f.requests << " requests, "
-      << static_cast<uint64_t>(f.parked_tokens_p50) << " tokens parked at p50): TTFT p50 "
-      << Fixed(f.ttft_p50_s, 2) << " s, p99 " << Fixed(f.ttft_p99_s, 2) << " s, instead of "
-      << Fixed(f.root_prefill_p50_s, 1) << " s root prefill (p50); restore "
-      << Fixed(f.restore_mean_s, 2) << " s and queueing " << Fixed(f.queue_mean_s, 2)
-      << " s on average\n";
+  auto prefetched = r.returning.find("cold_prefetched");
+  const uint64_t early = prefetched == r.returning.end() ? 0 : prefetched->second.requests;
+  out << "\nreturning sessions restored from cold (" << f.requests << " requests, " << early
+      << " of them prefetched before they came; " << static_cast<uint64_t>(f.parked_tokens_p50)
+      << " tokens parked at p50): TTFT p50 " << Fixed(f.ttft_p50_s, 2) << " s, p99 "
+      << Fixed(f.ttft_p99_s, 2) << " s, instead of " << Fixed(f.root_prefill_p50_s, 1)
+      << " s root prefill (p50); restore " << Fixed(f.restore_mean_s, 2) << " s and queueing "
+      << Fixed(f.queue_mean_s, 2) << " s on average\n";
 }
 
 void PrintStability(std::ostream& out, const ReplayReport& r) {
@@ -276,7 +278,8 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
         << Fixed(r.prefill_seconds_saved - c->prefill_seconds_saved, 1)
         << " s of prefill over the same workload without a cold tier ("
         << Fixed(r.prefill_seconds_saved, 1) << " s vs " << Fixed(c->prefill_seconds_saved, 1)
-        << " s saved), with " << r.cold_restores << " cold restores.\n";
+        << " s saved), with " << r.cold_restores << " cold restores and " << r.host.prefetches_used
+        << " prefetched ones used.\n";
   }
 }
 
