@@ -16,6 +16,8 @@
 #include <span>
 #include <string>
 
+#include <tier/provider/work_queue.h>
+
 #include "dir_guard.h"
 #include "errno_status.h"
 #include "estimator.h"
@@ -27,9 +29,10 @@
 #include "options.h"
 #include "staging_pool.h"
 #include "tier_provider.h"
-#include "work_queue.h"
 
 namespace tier::disk {
+
+using provider::WorkQueue;
 
 // Replaceable parts, for tests (FaultInjection) and benchmarks. Defaults are the real thing.
 struct Seams {

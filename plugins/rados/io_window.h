@@ -7,9 +7,11 @@
 #include <functional>
 #include <mutex>
 
-#include "work_queue.h"
+#include <tier/provider/work_queue.h>
 
 namespace tier::rados {
+
+using provider::WorkQueue;
 
 class IoWindow {
  public:

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include <tier/provider/work_queue.h>
 #include <tier/status.h>
 
 #include "aio.h"
@@ -36,9 +37,10 @@
 #include "options.h"
 #include "reaper.h"
 #include "tier_provider.h"
-#include "work_queue.h"
 
 namespace tier::rados {
+
+using provider::WorkQueue;
 
 // What one sweep pass saw and did (README.md, "The sweep rule").
 struct SweepReport {

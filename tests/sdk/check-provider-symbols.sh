@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# A provider holds no project symbol outside the ABI and the leaf: `nm -C` over all its symbols
+# A provider holds no project symbol outside the ABI and the leaves: `nm -C` over all its symbols
 # (the static table too, not only the dynamic one) may name tier::<own>, tier::shuffle,
-# tier::Status and tier::Result, and nothing else in namespace tier (tier::device, tier::sim,
-# tier::host, ...); `nm -D` shows exactly one defined dynamic symbol, tier_provider_entry.
+# tier::provider (plugins/kit), tier::Status and tier::Result, and nothing else in namespace tier
+# (tier::device, tier::sim, tier::host, ...); `nm -D` shows exactly one defined dynamic symbol,
+# tier_provider_entry.
 # Usage: check-provider-symbols.sh LIB OWN_NAMESPACE      (OWN_NAMESPACE: "disk" for tier::disk)
 set -euo pipefail
 lib=$1 own=$2
@@ -20,12 +21,12 @@ if grep -q 'no symbols' <<<"$symbols"; then
   echo "FAIL: $lib is stripped: its project symbols cannot be checked"
   exit 1
 fi
-allowed="^tier::($own|shuffle|Status|Result)$"
+allowed="^tier::($own|shuffle|provider|Status|Result)$"
 foreign=$(grep -oE '(^|[^A-Za-z0-9_:])tier::(\(anonymous namespace\)|[A-Za-z_][A-Za-z0-9_]*)' <<<"$symbols" |
           sed -E 's/^[^t]*//' | sort -u | grep -Ev "$allowed" || true)
 if [ -n "$foreign" ]; then
-  echo "FAIL: $lib carries project code outside the ABI and the leaf (allowed: tier::$own," \
-       "tier::shuffle, tier::Status, tier::Result):"
+  echo "FAIL: $lib carries project code outside the ABI and the leaves (allowed: tier::$own," \
+       "tier::shuffle, tier::provider, tier::Status, tier::Result):"
   while IFS= read -r ns; do
     echo "  $ns, e.g.:"
     grep -F "$ns" <<<"$symbols" | head -3 | sed 's/^/    /'
@@ -34,4 +35,4 @@ if [ -n "$foreign" ]; then
 fi
 count=$(grep -cE '(^|[^A-Za-z0-9_:])tier::' <<<"$symbols" || true)
 echo "OK: $lib exports tier_provider_entry only; its $count tier:: symbols are all tier::$own," \
-     "tier::shuffle or tier::Status/Result"
+     "tier::shuffle, tier::provider or tier::Status/Result"

@@ -1,10 +1,10 @@
-#include "work_queue.h"
+#include <tier/provider/work_queue.h>
 
 #include <pthread.h>
 
 #include <tier/check.h>
 
-namespace tier::rados {
+namespace tier::provider {
 
 WorkQueue::WorkQueue(std::string name, uint32_t threads) : name_(std::move(name)) {
   TIER_CHECK(threads > 0);
@@ -53,4 +53,4 @@ void WorkQueue::Run() {
   }
 }
 
-}  // namespace tier::rados
+}  // namespace tier::provider

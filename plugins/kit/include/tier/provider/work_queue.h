@@ -1,5 +1,6 @@
-// work_queue.h -- a fixed pool of threads running posted tasks in FIFO order. Used for the job
-// runners (one spill or restore at a time per thread) and the codec workers (checksums, zstd).
+// work_queue.h -- a fixed pool of threads running posted tasks in FIFO order. The providers use
+// it for their job runners (one spill or restore at a time per thread) and their CPU workers
+// (checksums, zstd, completions).
 #pragma once
 
 #include <condition_variable>
@@ -10,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace tier::disk {
+namespace tier::provider {
 
 class WorkQueue {
  public:
@@ -33,4 +34,4 @@ class WorkQueue {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace tier::disk
+}  // namespace tier::provider

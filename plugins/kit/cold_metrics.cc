@@ -1,14 +1,17 @@
-#include "metrics.h"
+#include <tier/provider/cold_metrics.h>
 
 #include <cstring>
+#include <utility>
 
-namespace tier::rados {
-namespace {
-constexpr const char* kProvider = "rados";
-constexpr const char* kIoPaths[1] = {TIER_IO_PATH_LIBRADOS};  // the only path this provider has
-}  // namespace
+#include <tier/check.h>
 
-RadosMetrics::RadosMetrics(const tier_host_services* host) : host_(host) {
+namespace tier::provider {
+
+ColdMetrics::ColdMetrics(const tier_host_services* host, const char* provider,
+                         std::vector<const char*> io_paths)
+    : host_(host), provider_(provider), io_paths_(std::move(io_paths)) {
+  TIER_CHECK(provider_ != nullptr && !io_paths_.empty());
+  io_path_.assign(io_paths_.size(), nullptr);
   has_metrics_ = TIER_HAS_SLOT(host, tier_host_services, metric_family) &&
                  TIER_HAS_SLOT(host, tier_host_services, metric) &&
                  TIER_HAS_SLOT(host, tier_host_services, metric_add) &&
@@ -31,7 +34,7 @@ RadosMetrics::RadosMetrics(const tier_host_services* host) : host_(host) {
   tier_metric_family* removes = family(TIER_METRIC_COUNTER, TIER_METRIC_COLD_REMOVES,
                                        "Cold-tier removes by result", {"provider", "result"});
   for (int s = 0; s < TIER_STATUS_COUNT; ++s) {
-    const char* values[2] = {kProvider, tier_status_name(s)};
+    const char* values[2] = {provider_, tier_status_name(s)};
     spills_[s] = Series(spills, values, 2);
     restores_[s] = Series(restores, values, 2);
     removes_[s] = Series(removes, values, 2);
@@ -43,7 +46,7 @@ RadosMetrics::RadosMetrics(const tier_host_services* host) : host_(host) {
     for (uint32_t r = 0; r < TIER_REASON_COUNT; ++r) {
       // Only pairs that occur: restore/cheaper and skip_to_root/{miss,cost,corrupt,busy}.
       if ((d == TIER_DECISION_RESTORE) != (r == TIER_REASON_CHEAPER)) continue;
-      const char* values[3] = {kProvider, tier_decision_name(d), tier_reason_name(r)};
+      const char* values[3] = {provider_, tier_decision_name(d), tier_reason_name(r)};
       decisions_[(d - 1) * TIER_REASON_COUNT + r] = Series(decisions, values, 3);
     }
   }
@@ -51,102 +54,116 @@ RadosMetrics::RadosMetrics(const tier_host_services* host) : host_(host) {
                                            "Bytes of completed spills", {"provider", "kind"});
   tier_metric_family* restore_bytes = family(TIER_METRIC_COUNTER, TIER_METRIC_COLD_RESTORE_BYTES,
                                              "Bytes of completed restores", {"provider", "kind"});
-  const char* logical[2] = {kProvider, "logical"};
-  const char* stored[2] = {kProvider, "stored"};
+  const char* logical[2] = {provider_, "logical"};
+  const char* stored[2] = {provider_, "stored"};
   spill_logical_ = Series(spill_bytes, logical, 2);
   spill_stored_ = Series(spill_bytes, stored, 2);
   restore_logical_ = Series(restore_bytes, logical, 2);
   restore_stored_ = Series(restore_bytes, stored, 2);
-  const char* provider[1] = {kProvider};
+  const char* by_provider[1] = {provider_};
   spill_seconds_ = Series(
       family(TIER_METRIC_HISTOGRAM, TIER_METRIC_COLD_SPILL_SECONDS, "Duration of successful spills",
              {"provider"}, buckets, TIER_DURATION_BUCKET_COUNT),
-      provider, 1);
+      by_provider, 1);
   restore_seconds_ = Series(
       family(TIER_METRIC_HISTOGRAM, TIER_METRIC_COLD_RESTORE_SECONDS,
              "Duration of successful restores", {"provider"}, buckets, TIER_DURATION_BUCKET_COUNT),
-      provider, 1);
+      by_provider, 1);
   used_ =
       Series(family(TIER_METRIC_GAUGE, TIER_METRIC_COLD_USED_BYTES,
                     "Bytes used in the cold tier, headers and alignment included", {"provider"}),
-             provider, 1);
+             by_provider, 1);
   capacity_ = Series(family(TIER_METRIC_GAUGE, TIER_METRIC_COLD_CAPACITY_BYTES,
                             "Cold-tier byte budget", {"provider"}),
-                     provider, 1);
+                     by_provider, 1);
   entries_ = Series(family(TIER_METRIC_GAUGE, TIER_METRIC_COLD_ENTRIES,
                            "Complete, visible cold checkpoints", {"provider"}),
-                    provider, 1);
+                    by_provider, 1);
   tier_metric_family* loss =
       family(TIER_METRIC_COUNTER, TIER_METRIC_COLD_DATA_LOSS,
              "Cold checkpoints that failed verification", {"provider", "where"});
-  const char* at_restore[2] = {kProvider, "restore"};
-  const char* at_open[2] = {kProvider, "open"};
+  const char* at_restore[2] = {provider_, "restore"};
+  const char* at_open[2] = {provider_, "open"};
   data_loss_[0] = Series(loss, at_restore, 2);
   data_loss_[1] = Series(loss, at_open, 2);
   tier_metric_family* io_path = family(TIER_METRIC_GAUGE, TIER_METRIC_COLD_IO_PATH,
                                        "1 for the cold-tier I/O path in use", {"provider", "path"});
   for (size_t i = 0; i < io_path_.size(); ++i) {
-    const char* values[2] = {kProvider, kIoPaths[i]};
+    const char* values[2] = {provider_, io_paths_[i]};
     io_path_[i] = Series(io_path, values, 2);
   }
-  SetIoPath(TIER_IO_PATH_LIBRADOS);
 }
 
-tier_metric* RadosMetrics::Series(tier_metric_family* family, const char* const* values,
-                                  uint32_t count) {
+tier_metric* ColdMetrics::Series(tier_metric_family* family, const char* const* values,
+                                 uint32_t count) {
   if (!has_metrics_ || family == nullptr) return nullptr;
   return host_->metric(host_->host_context, family, values, count);
 }
 
-void RadosMetrics::Add(tier_metric* m, double v) {
-  if (has_metrics_ && m != nullptr) host_->metric_add(host_->host_context, m, v);
+void ColdMetrics::Add(tier_metric* m, double delta) {
+  if (has_metrics_ && m != nullptr) host_->metric_add(host_->host_context, m, delta);
 }
 
-void RadosMetrics::Set(tier_metric* m, double v) {
-  if (has_metrics_ && m != nullptr) host_->metric_set(host_->host_context, m, v);
+void ColdMetrics::Set(tier_metric* m, double value) {
+  if (has_metrics_ && m != nullptr) host_->metric_set(host_->host_context, m, value);
 }
 
-void RadosMetrics::Spill(tier_status r) {
+void ColdMetrics::Spill(tier_status r) {
   if (r >= 0 && r < TIER_STATUS_COUNT) Add(spills_[r], 1);
 }
-void RadosMetrics::Restore(tier_status r) {
+void ColdMetrics::Restore(tier_status r) {
   if (r >= 0 && r < TIER_STATUS_COUNT) Add(restores_[r], 1);
 }
-void RadosMetrics::Remove(tier_status r) {
+void ColdMetrics::Remove(tier_status r) {
   if (r >= 0 && r < TIER_STATUS_COUNT) Add(removes_[r], 1);
 }
-void RadosMetrics::Decision(tier_decision d, tier_reason r) {
+void ColdMetrics::Decision(tier_decision d, tier_reason r) {
   if (d >= 1 && d <= 2 && r < TIER_REASON_COUNT)
     Add(decisions_[(d - 1) * TIER_REASON_COUNT + r], 1);
 }
-void RadosMetrics::SpillBytes(uint64_t logical, uint64_t stored) {
-  Add(spill_logical_, static_cast<double>(logical));
-  Add(spill_stored_, static_cast<double>(stored));
+void ColdMetrics::SpillBytes(uint64_t logical_bytes, uint64_t stored_bytes) {
+  Add(spill_logical_, static_cast<double>(logical_bytes));
+  Add(spill_stored_, static_cast<double>(stored_bytes));
 }
-void RadosMetrics::RestoreBytes(uint64_t logical, uint64_t stored) {
-  Add(restore_logical_, static_cast<double>(logical));
-  Add(restore_stored_, static_cast<double>(stored));
+void ColdMetrics::RestoreBytes(uint64_t logical_bytes, uint64_t stored_bytes) {
+  Add(restore_logical_, static_cast<double>(logical_bytes));
+  Add(restore_stored_, static_cast<double>(stored_bytes));
 }
-void RadosMetrics::SpillSeconds(double s) {
+void ColdMetrics::SpillSeconds(double seconds) {
   if (has_metrics_ && spill_seconds_ != nullptr)
-    host_->metric_observe(host_->host_context, spill_seconds_, s);
+    host_->metric_observe(host_->host_context, spill_seconds_, seconds);
 }
-void RadosMetrics::RestoreSeconds(double s) {
+void ColdMetrics::RestoreSeconds(double seconds) {
   if (has_metrics_ && restore_seconds_ != nullptr)
-    host_->metric_observe(host_->host_context, restore_seconds_, s);
+    host_->metric_observe(host_->host_context, restore_seconds_, seconds);
 }
-void RadosMetrics::SetUsage(uint64_t used, uint64_t capacity, uint64_t entries) {
-  Set(used_, static_cast<double>(used));
-  Set(capacity_, static_cast<double>(capacity));
+void ColdMetrics::SetUsage(uint64_t used_bytes, uint64_t capacity_bytes, uint64_t entries) {
+  Set(used_, static_cast<double>(used_bytes));
+  Set(capacity_, static_cast<double>(capacity_bytes));
   Set(entries_, static_cast<double>(entries));
 }
-void RadosMetrics::DataLoss(DataLossWhere where) {
+void ColdMetrics::DataLoss(DataLossWhere where) {
   Add(data_loss_[static_cast<int>(where)], 1);
 }
-void RadosMetrics::SetIoPath(const char* path) {
+void ColdMetrics::SetIoPath(const char* path) {
   for (size_t i = 0; i < io_path_.size(); ++i) {
-    Set(io_path_[i], std::strcmp(kIoPaths[i], path) == 0 ? 1.0 : 0.0);
+    Set(io_path_[i], std::strcmp(io_paths_[i], path) == 0 ? 1.0 : 0.0);
   }
 }
 
-}  // namespace tier::rados
+std::vector<tier_metric*> ColdMetrics::CounterSeries(const char* name, const char* help,
+                                                     const char* label,
+                                                     const std::vector<const char*>& values) {
+  std::vector<tier_metric*> series(values.size(), nullptr);
+  if (!has_metrics_) return series;
+  const char* labels[2] = {"provider", label};
+  tier_metric_family* family = host_->metric_family(host_->host_context, TIER_METRIC_COUNTER, name,
+                                                    help, labels, 2, nullptr, 0);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const char* pair[2] = {provider_, values[i]};
+    series[i] = Series(family, pair, 2);
+  }
+  return series;
+}
+
+}  // namespace tier::provider
