@@ -3,11 +3,11 @@
 // then checks what spans options (required keys, staging against chunk size).
 #include "options.h"
 
-#include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <set>
 #include <string_view>
+
+#include <tier/provider/option_text.h>
 
 namespace tier::disk {
 namespace {
@@ -42,47 +42,12 @@ Status Bad(const OptionRow& row, std::string_view got) {
 
 // A decimal integer in [row.lo, row.hi], a multiple of row.multiple, with nothing around it.
 bool ParseInt(const OptionRow& row, std::string_view text, int64_t* out) {
-  if (text.empty()) return false;
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return false;
-  if (value < row.lo || value > row.hi || value % row.multiple != 0) return false;
-  *out = value;
-  return true;
+  return provider::ParseInteger(text, row.lo, row.hi, out) && *out % row.multiple == 0;
 }
 
 // A decimal byte count in [1, 2^63) without a sign.
 bool ParseByteCount(std::string_view text, uint64_t* out_bytes) {
-  if (text.empty() || text[0] == '-' || text[0] == '+') return false;
-  uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return false;
-  if (value < 1 || value > (UINT64_MAX >> 1)) return false;
-  *out_bytes = value;
-  return true;
-}
-
-// Non-negative decimal with an optional fraction ("1", "0.5", "12.25"); no exponent, no sign.
-bool ParseDecimal(std::string_view text, double* out) {
-  if (text.empty() || text.size() > 64) return false;
-  bool dot = false, digit = false;
-  for (char c : text) {
-    if (c == '.') {
-      if (dot) return false;
-      dot = true;
-    } else if (c >= '0' && c <= '9') {
-      digit = true;
-    } else {
-      return false;
-    }
-  }
-  if (!digit) return false;
-  const std::string copy(text);
-  char* end = nullptr;
-  const double value = std::strtod(copy.c_str(), &end);
-  if (end != copy.c_str() + copy.size() || !std::isfinite(value)) return false;
-  *out = value;
-  return true;
+  return provider::ParseUnsigned(text, 1, UINT64_MAX >> 1, out_bytes);
 }
 
 // Stores an integer option, scaled by 2^shift (staging_mib: 20, chunk_kib: 10).
@@ -156,7 +121,7 @@ Status ParseCapacityBytes(const OptionRow& row, std::string_view value, Parsed* 
 Status ParseCapacityGib(const OptionRow& row, std::string_view value, Parsed* out) {
   TIER_RETURN_IF_ERROR(ClaimCapacity(row, out));
   double gib = 0;
-  if (!ParseDecimal(value, &gib) || !(gib > 0) || gib >= 8.0 * 1024 * 1024 * 1024) {
+  if (!provider::ParseDecimal(value, &gib) || !(gib > 0) || gib >= 8.0 * 1024 * 1024 * 1024) {
     return Bad(row, value);
   }
   out->options.capacity_bytes = static_cast<uint64_t>(std::llround(gib * 1073741824.0));

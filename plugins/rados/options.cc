@@ -1,10 +1,10 @@
 #include "options.h"
 
-#include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <set>
 #include <string_view>
+
+#include <tier/provider/option_text.h>
 
 namespace tier::rados {
 namespace {
@@ -13,50 +13,6 @@ Status Bad(std::string_view key, std::string_view expected, std::string_view got
   return Status::InvalidArgument("rados: option '" + std::string(key) + "': expected " +
                                  std::string(expected) + ", got '" +
                                  std::string(got.substr(0, 128)) + "'");
-}
-
-// A decimal integer in [lo, hi] with nothing around it.
-bool ParseInt(std::string_view text, int64_t lo, int64_t hi, int64_t* out) {
-  if (text.empty()) return false;
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return false;
-  if (value < lo || value > hi) return false;
-  *out = value;
-  return true;
-}
-
-bool ParseU64(std::string_view text, uint64_t lo, uint64_t hi, uint64_t* out) {
-  if (text.empty() || text[0] == '-' || text[0] == '+') return false;
-  uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return false;
-  if (value < lo || value > hi) return false;
-  *out = value;
-  return true;
-}
-
-// Non-negative decimal with an optional fraction ("1", "0.5"); no exponent, no sign.
-bool ParseDecimal(std::string_view text, double* out) {
-  if (text.empty() || text.size() > 64) return false;
-  bool dot = false, digit = false;
-  for (char c : text) {
-    if (c == '.') {
-      if (dot) return false;
-      dot = true;
-    } else if (c >= '0' && c <= '9') {
-      digit = true;
-    } else {
-      return false;
-    }
-  }
-  if (!digit) return false;
-  const std::string copy(text);
-  char* end = nullptr;
-  const double value = std::strtod(copy.c_str(), &end);
-  if (end != copy.c_str() + copy.size() || !std::isfinite(value)) return false;
-  *out = value;
-  return true;
 }
 
 // A string option: no NUL, bounded.
@@ -93,13 +49,13 @@ Status ApplyOption(std::string_view key, std::string_view value, RadosOptions* o
                                      "': give one of capacity_bytes and capacity_gib, not both");
     }
     if (key == "capacity_bytes") {
-      if (!ParseU64(value, 1, UINT64_MAX >> 1, &u)) {
+      if (!provider::ParseUnsigned(value, 1, UINT64_MAX >> 1, &u)) {
         return Bad(key, "a decimal byte count in [1, 2^63)", value);
       }
       out->capacity_bytes = u;
     } else {
       double gib = 0;
-      if (!ParseDecimal(value, &gib) || !(gib > 0) || gib >= 8.0 * 1024 * 1024 * 1024) {
+      if (!provider::ParseDecimal(value, &gib) || !(gib > 0) || gib >= 8.0 * 1024 * 1024 * 1024) {
         return Bad(key, "a positive decimal number of GiB (e.g. 64 or 0.5)", value);
       }
       out->capacity_bytes = static_cast<uint64_t>(std::llround(gib * 1073741824.0));
@@ -107,10 +63,12 @@ Status ApplyOption(std::string_view key, std::string_view value, RadosOptions* o
     }
     *have_capacity = true;
   } else if (key == "object_mib") {
-    if (!ParseInt(value, 1, 128, &i)) return Bad(key, "an integer in [1, 128]", value);
+    if (!provider::ParseInteger(value, 1, 128, &i))
+      return Bad(key, "an integer in [1, 128]", value);
     out->object_bytes = static_cast<uint32_t>(i) << 20;
   } else if (key == "queue_depth") {
-    if (!ParseInt(value, 1, 256, &i)) return Bad(key, "an integer in [1, 256]", value);
+    if (!provider::ParseInteger(value, 1, 256, &i))
+      return Bad(key, "an integer in [1, 256]", value);
     out->queue_depth = static_cast<uint32_t>(i);
   } else if (key == "compression") {
     if (value == "off") {
@@ -123,19 +81,23 @@ Status ApplyOption(std::string_view key, std::string_view value, RadosOptions* o
       return Bad(key, "one of off, zstd, auto", value);
     }
   } else if (key == "zstd_level") {
-    if (!ParseInt(value, -7, 19, &i)) return Bad(key, "an integer in [-7, 19]", value);
+    if (!provider::ParseInteger(value, -7, 19, &i))
+      return Bad(key, "an integer in [-7, 19]", value);
     out->zstd_level = static_cast<int>(i);
   } else if (key == "op_timeout_s") {
-    if (!ParseInt(value, 1, 3600, &i)) return Bad(key, "an integer in [1, 3600]", value);
+    if (!provider::ParseInteger(value, 1, 3600, &i))
+      return Bad(key, "an integer in [1, 3600]", value);
     out->op_timeout_s = static_cast<uint32_t>(i);
   } else if (key == "threads") {
-    if (!ParseInt(value, 1, 64, &i)) return Bad(key, "an integer in [1, 64]", value);
+    if (!provider::ParseInteger(value, 1, 64, &i)) return Bad(key, "an integer in [1, 64]", value);
     out->threads = static_cast<uint32_t>(i);
   } else if (key == "lease_grace_s") {
-    if (!ParseInt(value, 1, 86400, &i)) return Bad(key, "an integer in [1, 86400]", value);
+    if (!provider::ParseInteger(value, 1, 86400, &i))
+      return Bad(key, "an integer in [1, 86400]", value);
     out->lease_grace_s = static_cast<uint32_t>(i);
   } else if (key == "sweep_interval_s") {
-    if (!ParseInt(value, 0, 86400, &i)) return Bad(key, "an integer in [0, 86400]", value);
+    if (!provider::ParseInteger(value, 0, 86400, &i))
+      return Bad(key, "an integer in [0, 86400]", value);
     out->sweep_interval_s = static_cast<uint32_t>(i);
   } else if (key == "namespace_prefix") {
     if (!PlainText(value, 4000)) return Bad(key, "a string shorter than 4000 bytes", value);
