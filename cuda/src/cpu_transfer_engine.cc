@@ -95,6 +95,11 @@ class CpuTransferEngine final : public TransferEngine {
     return Copy(device_dst, host_src, bytes, "CopyToDevice");
   }
 
+  Result<Transfer> CopyOnDevice(void* device_dst, const void* device_src,
+                                std::uint64_t bytes) override {
+    return Copy(device_dst, device_src, bytes, "CopyOnDevice");  // its device memory is host memory
+  }
+
   Status OrderAfter(NativeStream /*producer*/) override { return Status::Ok(); }
 
   Status Synchronize() override {

@@ -3,7 +3,6 @@
 #include <tier/check.h>
 
 #include <algorithm>
-#include <cstring>
 #include <set>
 
 namespace tier {
@@ -146,12 +145,7 @@ Result<CopyJob> DeviceTier::FromHost(const HostCopy& src, const CheckpointEntry&
 
 Result<device::Transfer> DeviceTier::DeviceToDevice(std::byte* dst, const std::byte* src,
                                                     uint64_t bytes) {
-  // The CPU engine's device memory is host memory: its host-to-device copy is the same memcpy,
-  // in stream order. The CUDA engine has no device-to-device copy yet.
-  if (std::strcmp(engine_->path_name(), "cpu") != 0) {
-    return Status::Unsupported("device-to-device copies need the CPU engine");
-  }
-  auto copied = engine_->CopyToDevice(dst, src, bytes);
+  auto copied = engine_->CopyOnDevice(dst, src, bytes);
   if (!copied.ok()) return FromDevice(copied.status(), "device to device");
   return std::move(copied.value());
 }

@@ -32,6 +32,25 @@ TEST_P(AsyncCopy, CopiesRoundTripInStreamOrder) {
   EXPECT_EQ(back, src);
 }
 
+TEST_P(AsyncCopy, DeviceToDeviceCopiesInStreamOrder) {
+  TIER_MAKE_ENGINE_OR_SKIP(engine, GetParam());
+  constexpr std::uint64_t kBytes = (1 << 20) + 3;
+  const std::vector<std::byte> src = RandomBytes(kBytes, 7);
+  std::vector<std::byte> back(kBytes);
+  Result<DeviceBuffer> a = engine->AllocateDevice(kBytes);
+  Result<DeviceBuffer> b = engine->AllocateDevice(kBytes);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // Up, across, down: queued back to back, each after the one before.
+  ASSERT_TRUE(engine->CopyToDevice(a->data(), src.data(), kBytes).ok());
+  Result<Transfer> across = engine->CopyOnDevice(b->data(), a->data(), kBytes);
+  ASSERT_TRUE(across.ok()) << across.status().ToString();
+  EXPECT_EQ(across->bytes(), kBytes);
+  Result<Transfer> down = engine->CopyToHost(back.data(), b->data(), kBytes);
+  ASSERT_TRUE(down.ok() && down->Wait().ok());
+  EXPECT_EQ(back, src);
+  EXPECT_EQ(engine->CopyOnDevice(nullptr, a->data(), 16).status().code(), TIER_INVALID_ARGUMENT);
+}
+
 TEST_P(AsyncCopy, ManyQueuedTransfersAllComplete) {
   TIER_MAKE_ENGINE_OR_SKIP(engine, GetParam());
   constexpr int kCopies = 600;  // more than the CPU engine's default queue bound

@@ -60,7 +60,9 @@ TEST(Replay, AgentsWithDiskRestoresFromColdExactly) {
     EXPECT_TRUE(doc.contains(field)) << "report lacks " << field;
   }
   EXPECT_EQ(doc["provider"], "disk");
-  EXPECT_GT(doc["cold_restores"].get<int>(), 0) << r.out;
+  // From cold: at admission, or ahead of it by a prefetch hint (which of the two depends on how
+  // long this machine takes for a restore).
+  EXPECT_GT(doc["cold_restores"].get<int>() + doc["prefetches_used"].get<int>(), 0) << r.out;
   EXPECT_TRUE(doc["restore_exact"].get<bool>());
   EXPECT_GT(doc["bytes_spilled_stored"].get<uint64_t>(), 0u);
   EXPECT_EQ(doc["provider_calls_outside_admission"].get<int>(), 0);
@@ -76,9 +78,15 @@ TEST(Replay, AgentsWithDiskRestoresFromColdExactly) {
 TEST(Replay, SecondRunReadoptsTheFirstRunsCheckpoints) {
   ScopedTempDir dir;
   const std::string cold = dir.path() + "/cold";
-  auto first = RunCommand(AgentsReplay(cold, dir.path() + "/first.json"));
+  // The modelled restore cost: which restores happen does not depend on this machine's load.
+  auto args = [&](const std::string& report) {
+    auto a = AgentsReplay(cold, report);
+    a.insert(a.end(), {"--restore-cost", "model"});
+    return a;
+  };
+  auto first = RunCommand(args(dir.path() + "/first.json"));
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
-  auto second = RunCommand(AgentsReplay(cold, dir.path() + "/second.json"));
+  auto second = RunCommand(args(dir.path() + "/second.json"));
   ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
   const json doc = ReadJson(dir.path() + "/second.json");
   EXPECT_GT(doc["readopted_checkpoints"].get<int>(), 0) << second.err;

@@ -140,6 +140,11 @@ class CudaTransferEngine final : public TransferEngine {
     return Copy(device_dst, host_src, bytes, cudaMemcpyHostToDevice);
   }
 
+  Result<Transfer> CopyOnDevice(void* device_dst, const void* device_src,
+                                std::uint64_t bytes) override {
+    return Copy(device_dst, device_src, bytes, cudaMemcpyDeviceToDevice);
+  }
+
   Status OrderAfter(NativeStream producer) override {
     std::lock_guard<std::mutex> lock(submit_mu_);
     DeviceGuard guard(options_.device);
@@ -231,9 +236,10 @@ class CudaTransferEngine final : public TransferEngine {
     std::lock_guard<std::mutex> lock(submit_mu_);
     DeviceGuard guard(options_.device);
     TIER_RETURN_IF_ERROR(guard.status());
-    Status status = CudaStatus(
-        cudaMemcpyAsync(dst, src, bytes, kind, stream_),
-        kind == cudaMemcpyDeviceToHost ? "cudaMemcpyAsync(D2H)" : "cudaMemcpyAsync(H2D)");
+    Status status = CudaStatus(cudaMemcpyAsync(dst, src, bytes, kind, stream_),
+                               kind == cudaMemcpyDeviceToHost   ? "cudaMemcpyAsync(D2H)"
+                               : kind == cudaMemcpyHostToDevice ? "cudaMemcpyAsync(H2D)"
+                                                                : "cudaMemcpyAsync(D2D)");
     if (!status.ok()) return Abandon(std::move(status));
     return Record(bytes);
   }

@@ -124,6 +124,10 @@ class TransferEngine {
   // Host -> device copy of `bytes`, queued on the engine's stream. Any thread.
   virtual Result<Transfer> CopyToDevice(void* device_dst, const void* host_src,
                                         std::uint64_t bytes) = 0;
+  // Device -> device copy of `bytes` (both this engine's device memory), queued on the engine's
+  // stream. Any thread.
+  virtual Result<Transfer> CopyOnDevice(void* device_dst, const void* device_src,
+                                        std::uint64_t bytes) = 0;
 
   // Gathers the pages `page_table` names (in order) of `layer` into `segment` (host memory of
   // exactly layout.segment_bytes(layer, page_table.size()) bytes), plane-major as pool_layout.h
