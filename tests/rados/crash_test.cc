@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -52,13 +53,18 @@ TEST(RadosCrash, KilledSpillLeavesWholeCheckpointsAndTheSweepRemovesOnlyTheDeadS
   const int pid = StartWorker(args, tmp.path() + "/worker.out");
   ASSERT_GT(pid, 0);
 
-  // Kill it once a spill (after at least one whole one) has chunk objects and no header.
+  // Kill it once a spill (after at least one whole one) has chunk objects and no header. The
+  // worker is stopped (SIGSTOP) before it is looked at, and what it had already sent is given
+  // time to land, so the header cannot appear between the look and the kill; a spill caught
+  // whole lets the worker go on (SIGCONT) to the next.
   int killed_index = -1;
-  ASSERT_TRUE(Eventually(60, [&] {
+  ASSERT_TRUE(Eventually(90, [&] {
     const std::string out = ReadFile(tmp.path() + "/worker.out");
     for (int i = 1; i < 1000; ++i) {
       if (out.find("spilling " + std::to_string(i) + "\n") == std::string::npos) break;
       if (out.find("spilled " + std::to_string(i) + " ") != std::string::npos) continue;
+      ::kill(pid, SIGSTOP);
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // operations in flight land
       const std::string hex = Hex(Bytes(KeyFromText("crash/" + std::to_string(i))));
       bool chunk = false, header = false;
       for (const std::string& name : admin.value()->List(rns)) {
@@ -70,6 +76,8 @@ TEST(RadosCrash, KilledSpillLeavesWholeCheckpointsAndTheSweepRemovesOnlyTheDeadS
         killed_index = i;
         return true;
       }
+      ::kill(pid, SIGCONT);
+      return false;
     }
     return false;
   })) << "never caught the worker mid-spill";
