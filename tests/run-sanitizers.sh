@@ -83,7 +83,12 @@ asan_targets=(abi/all host_shim/all plugins/all tests/all tier-device-bench)
 #  SdkPackage.*, ProviderSymbols.*: build consumer projects against an installed SDK without the
 #    sanitizer runtime, and read the providers' symbol tables (the instrumented ones carry the
 #    sanitizer's): both check packaging, which the normal build checks.
-asan_exclude='^OutOfTree\.|^SdkPackage\.|^ProviderSymbols\.|^Replay\.MooncakeTraceRestoresFromColdExactly$'
+#  HostAdmission.ProviderThatNeverCompletesCostsATimeoutNotAHang: abandons a provider that never
+#    completes, by design: what the provider still holds (its instance, the host services it was
+#    handed, each call's completion context) is leaked on purpose so it is never freed under it.
+#    It runs after the others with ASan and UBSan on and LeakSanitizer off.
+asan_leaky='^HostAdmission\.ProviderThatNeverCompletesCostsATimeoutNotAHang$'
+asan_exclude="^OutOfTree\.|^SdkPackage\.|^ProviderSymbols\.|^Replay\.MooncakeTraceRestoresFromColdExactly\$|$asan_leaky"
 
 # The concurrency tests (ctest -R regex): every suite of the disk provider (thread pools, io_uring
 # completions, remove racing restore, close with operations in flight), the reliability suites
@@ -107,6 +112,8 @@ if [ "$only" != tsan ]; then
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   ctest --test-dir "$dir" -E "$asan_exclude" -j "$jobs" --output-on-failure --timeout 900 ||
     status=1
+  ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0} \
+    ctest --test-dir "$dir" -R "$asan_leaky" --output-on-failure --timeout 900 || status=1
   unset ASAN_OPTIONS UBSAN_OPTIONS
   echo "== ASan+UBSan: done at $(( $(date +%s) - start )) s"
 fi

@@ -14,7 +14,9 @@ namespace {
 std::mutex g_stuck_mutex;
 std::set<std::string> g_stuck_targets;  // guarded by g_stuck_mutex
 std::string g_current_target;           // guarded by g_stuck_mutex; set by SetUp
-std::vector<OpState*> g_unfinished;     // guarded by g_stuck_mutex; never freed
+// guarded by g_stuck_mutex; never freed, nor destroyed at exit: LeakSanitizer checks after the
+// static destructors have run, and must still find these states reachable.
+auto* const g_unfinished = new std::vector<OpState*>;
 
 void MarkCurrentTargetStuck() {
   std::lock_guard lock(g_stuck_mutex);
@@ -84,7 +86,7 @@ OpRecord::~OpRecord() {
   // live memory, so the state stays, reachable, until the process ends.
   state_->started_counter = nullptr;
   std::lock_guard lock(g_stuck_mutex);
-  g_unfinished.push_back(state_);
+  g_unfinished->push_back(state_);
 }
 
 void OpRecord::Callback(void* user_data, const tier_completion* completion) {

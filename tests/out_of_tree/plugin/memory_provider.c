@@ -206,18 +206,22 @@ static tier_status m_restore(tier_instance* self, const tier_key* key, const tie
   if (self == NULL || key == NULL || done == NULL) {
     return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: restore needs key and callback");
   }
-  status = tier_validate_segments("memory", segments, count, error);
-  if (status != TIER_OK) return status;
   pthread_mutex_lock(&self->mutex);
   e = find(self, key);
   if (e == NULL) {
     pthread_mutex_unlock(&self->mutex);
     return tier_set_error(error, TIER_NOT_FOUND, "memory: not stored");
   }
+  /* The count first: a table is read only as far as the stored checkpoint has segments. */
   if (count != e->segment_count) {
     pthread_mutex_unlock(&self->mutex);
     return tier_set_error(error, TIER_INVALID_ARGUMENT, "memory: %u segments asked, %u stored",
                           count, e->segment_count);
+  }
+  status = tier_validate_segments("memory", segments, count, error);
+  if (status != TIER_OK) {
+    pthread_mutex_unlock(&self->mutex);
+    return status;
   }
   for (i = 0; i < count; ++i) { /* every asked segment must be stored with the same length */
     for (j = 0; j < count; ++j) {
