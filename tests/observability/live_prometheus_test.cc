@@ -66,6 +66,11 @@ double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Wall-clock seconds since the epoch: Prometheus's sample timestamps, on this machine's clock.
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 struct QueryResult {
   bool ok = false;
   std::string error;
@@ -146,6 +151,9 @@ class LivePrometheus : public ::testing::Test {
       *setup_error_ = error + "\n--- prometheus stderr\n" + ReadFile(dir + "/prometheus.err");
       return;
     }
+    // The replay is lingering: every value is final from here on. A Prometheus scrape that
+    // starts after this instant holds the same values as the exposition read next.
+    const double final_unix_s = UnixSeconds();
     exposition_ = new std::string(replay_->Scrape(&error));
     if (exposition_->empty()) {
       *setup_error_ = error;
@@ -154,14 +162,19 @@ class LivePrometheus : public ::testing::Test {
     std::vector<std::string> parse_errors;
     const auto families = ParseExposition(*exposition_, &parse_errors);
     families_ = new std::map<std::string, Family>(families);
-    // Wait until Prometheus holds the final values (a scrape after the replay ended).
+    // Wait until Prometheus holds the final values: its latest scrape began after the replay
+    // ended (the last admission alone is not enough: spills and removes land after it).
     const double admissions =
         families.count("tier_admissions_total")
             ? families.at("tier_admissions_total").sum("tier_admissions_total")
             : -1;
+    const std::string target = "{job=\"tier\",instance=\"" + *instance_ + "\"}";
     const bool caught_up = WaitFor(
         [&] {
-          QueryResult r = Query("sum(tier_admissions_total{instance=\"" + *instance_ + "\"})");
+          const QueryResult scraped = Query("timestamp(up" + target + ")");
+          if (!scraped.ok || scraped.series.size() != 1) return false;
+          if (scraped.series[0].second <= final_unix_s) return false;
+          QueryResult r = Query("sum(tier_admissions_total" + target + ")");
           return r.ok && r.series.size() == 1 && r.series[0].second == admissions;
         },
         90, 0.25);
