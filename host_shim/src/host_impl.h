@@ -190,9 +190,10 @@ class Host::Impl {
   // The cold read of `entry`'s logical bytes at model_cold_read_bytes_per_second, or else at
   // the rate observed on completed restores.
   uint64_t ColdReadNs(const CheckpointEntry& entry) const;
-  // Why cold admission refuses to write `entry` ("superseded", "not_worth_restore"), or nullptr
-  // when it may be spilled (ValueLevers::cold_admission, kValue only).
-  const char* ColdAdmissionRefusal(const CheckpointEntry& entry) const;
+  // Why cold admission refuses to write `entry`, or kAdmitted when it may be spilled
+  // (ValueLevers::cold_admission, kValue only).
+  enum class ColdAdmission { kAdmitted, kSuperseded, kNotWorthRestore };
+  ColdAdmission ColdAdmissionFor(const CheckpointEntry& entry) const;
   uint64_t KvLogicalBytes(const CheckpointEntry& entry) const;
   // Placement removal with everything it implies (pages back to the server, prefetch waste).
   void DropDevice(CheckpointEntry* entry, const char* to);

@@ -153,12 +153,16 @@ void Host::Impl::CheckDemotions() {
   demotions_ = std::move(pending);
 }
 
-const char* Host::Impl::ColdAdmissionRefusal(const CheckpointEntry& e) const {
-  if (policy_.policy() != Policy::kValue || !policy_.levers().cold_admission) return nullptr;
+Host::Impl::ColdAdmission Host::Impl::ColdAdmissionFor(const CheckpointEntry& e) const {
+  if (policy_.policy() != Policy::kValue || !policy_.levers().cold_admission) {
+    return ColdAdmission::kAdmitted;
+  }
   // Superseded, where superseded checkpoints have rarely come back so far.
-  if (policy_.Superseded(e) && policy_.SupersededWeight() < 0.1) return "superseded";
-  if (RestoreNsFrom(e, kCold) >= e.prefill_saved_ns) return "not_worth_restore";
-  return nullptr;
+  if (policy_.Superseded(e) && policy_.SupersededWeight() < 0.1) {
+    return ColdAdmission::kSuperseded;
+  }
+  if (RestoreNsFrom(e, kCold) >= e.prefill_saved_ns) return ColdAdmission::kNotWorthRestore;
+  return ColdAdmission::kAdmitted;
 }
 
 void Host::Impl::RebalanceHost() {
@@ -177,11 +181,11 @@ void Host::Impl::RebalanceHost() {
     const bool may_spill = cold_ != nullptr && cold_capacity_bytes_ > 0 &&
                            now >= spill_backoff_until_ns_ &&
                            (!e->spill_failed || now >= e->spill_retry_after_ns);
-    const char* refused = may_spill ? ColdAdmissionRefusal(*e) : nullptr;
-    if (refused != nullptr) {
+    const ColdAdmission admission = may_spill ? ColdAdmissionFor(*e) : ColdAdmission::kAdmitted;
+    if (admission != ColdAdmission::kAdmitted) {
       // Not written: unlikely to come back (its conversation moved on), or its restore would
       // cost its prefill. Saves the NVMe the write.
-      if (std::strcmp(refused, "superseded") == 0) {
+      if (admission == ColdAdmission::kSuperseded) {
         ++stats_.cold_admission_superseded;
       } else {
         ++stats_.cold_admission_not_worth;

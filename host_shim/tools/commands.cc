@@ -64,15 +64,19 @@ struct LoadedWorkload {
   std::string time_scale_how;  // "" (not a trace), "given", "auto: ..."
 };
 
+// What every replay of one command line shares: the model, the workload, the namespace.
+struct ReplaySetup {
+  ModelProfile profile;
+  LoadedWorkload loaded;
+  std::string namespace_id;
+};
+
 struct RunInputs {
   const ServerConfig* config;
   const ReplayConfig* replay;
-  const ModelProfile* profile;
-  const LoadedWorkload* loaded;
-  const sim::Workload* workload;
+  const ReplaySetup* setup;
   std::string plugin;
   ProviderOptions options;
-  std::string namespace_id;
   MetricsRegistry* metrics;
   const MetricsServer* server = nullptr;
 };
@@ -95,19 +99,20 @@ void WaitForScrape(const RunInputs& in) {
 // One replay of the workload against one provider, with its own Host (catalog, tiers) and pool.
 Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   const ServerConfig& config = *in.config;
+  const ModelProfile& profile = in.setup->profile;
+  const sim::Workload& workload = in.setup->loaded.workload;
   auto engine = SimulatorEngine(config.device);
   if (!engine.ok()) return engine.status();
   const uint64_t device_bytes = config.device_kv_mib << 20;
-  auto pool =
-      sim::KvPool::Create(engine.value().get(), *in.profile, config.bytes_scale,
-                          sim::ReplayPoolPages(*in.workload, *in.profile, config.bytes_scale,
-                                               device_bytes, config.max_concurrency));
+  auto pool = sim::KvPool::Create(engine.value().get(), profile, config.bytes_scale,
+                                  sim::ReplayPoolPages(workload, profile, config.bytes_scale,
+                                                       device_bytes, config.max_concurrency));
   if (!pool.ok()) return pool.status();
   HostOptions options;
   options.plugin = in.plugin;
   options.provider_options = in.options;
-  options.namespace_id = in.namespace_id;
-  options.profile = *in.profile;
+  options.namespace_id = in.setup->namespace_id;
+  options.profile = profile;
   options.pool = pool.value()->view();
   options.engine = engine.value();
   options.device_capacity_bytes = device_bytes;
@@ -122,11 +127,11 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   auto host = Host::Open(std::move(options));
   if (!host.ok()) return host.status();
   const std::string io_path = host.value()->provider_io_path();
-  Log(TIER_LOG_INFO,
-      "replay: " + in.workload->name + " (" + std::to_string(in.workload->requests.size()) +
-          " requests) with the " + host.value()->provider_name() + " provider" +
-          (io_path.empty() ? std::string() : ", io path " + io_path) + ", namespace " +
-          in.namespace_id + ", policy " + PolicyName(config.policy));
+  Log(TIER_LOG_INFO, "replay: " + workload.name + " (" + std::to_string(workload.requests.size()) +
+                         " requests) with the " + host.value()->provider_name() + " provider" +
+                         (io_path.empty() ? std::string() : ", io path " + io_path) +
+                         ", namespace " + in.setup->namespace_id + ", policy " +
+                         PolicyName(config.policy));
   sim::RegisterReplayMetrics(in.metrics);
   WaitForScrape(in);
   sim::ReplayOptions run;
@@ -138,9 +143,9 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   run.clock = in.replay->clock == "wall" ? sim::ReplayOptions::Clock::kWall
                                          : sim::ReplayOptions::Clock::kVirtual;
   run.time_scale = in.replay->time_scale;
-  CostModel cost(*in.profile);
+  CostModel cost(profile);
   sim::ReplayReport report =
-      sim::RunReplay(*in.workload, *host.value(), *pool.value(), cost, in.metrics, run);
+      sim::RunReplay(workload, *host.value(), *pool.value(), cost, in.metrics, run);
   report.provider = host.value()->provider_name();
   report.policy = PolicyName(config.policy);
   if (config.policy == Policy::kValue) {
@@ -149,8 +154,8 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   std::ostringstream cost_text;
   cost_text << "model " << in.replay->cold_read_gbps << " GB/s";
   report.restore_cost = model ? cost_text.str() : "measured";
-  report.trace_time_scale = in.loaded->time_scale;
-  report.trace_time_scale_how = in.loaded->time_scale_how;
+  report.trace_time_scale = in.setup->loaded.time_scale;
+  report.trace_time_scale_how = in.setup->loaded.time_scale_how;
   host.value().reset();  // closes the provider before the pool goes
   return report;
 }
@@ -199,6 +204,18 @@ Result<LoadedWorkload> LoadWorkload(const ReplayConfig& replay, const ModelProfi
   return loaded;
 }
 
+// The steps replay and compare-policies share before their first run, errors first.
+Result<ReplaySetup> PrepareReplay(const ServerConfig& config, const ReplayConfig& replay) {
+  auto profile = LoadModelProfile(ResolveProfilePath(config.model_profile));
+  if (!profile.ok()) return profile.status();
+  auto loaded = LoadWorkload(replay, profile.value(), config.max_concurrency);
+  if (!loaded.ok()) return loaded.status();
+  TIER_RETURN_IF_ERROR(sim::CheckReportPath(replay.report_json));
+  ReplaySetup setup{profile.take(), loaded.take(), ""};
+  setup.namespace_id = NamespaceFor(config, setup.profile);
+  return setup;
+}
+
 }  // namespace
 
 std::string NamespaceFor(const ServerConfig& config, const ModelProfile& profile) {
@@ -235,18 +252,12 @@ int RunCheckCommand(const ServerConfig& config) {
 }
 
 int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_config) {
-  auto profile = LoadModelProfile(ResolveProfilePath(config.model_profile));
-  if (!profile.ok()) return Fail(kExitUsage, profile.status().message());
-  auto workload = LoadWorkload(replay_config, profile.value(), config.max_concurrency);
-  if (!workload.ok()) return Fail(kExitUsage, workload.status().message());
+  auto setup = PrepareReplay(config, replay_config);
+  if (!setup.ok()) return Fail(kExitUsage, setup.status().message());
   auto choice = ChooseProvider(config);
   if (!choice.ok()) return Fail(kExitUsage, choice.status().message());
   if (replay_config.wait_for_scrape_s > 0 && config.metrics_addr.empty()) {
     return Fail(kExitUsage, "--wait-for-scrape needs --metrics-addr HOST:PORT");
-  }
-  const std::string namespace_id = NamespaceFor(config, profile.value());
-  if (Status s = sim::CheckReportPath(replay_config.report_json); !s.ok()) {
-    return Fail(kExitUsage, s.message());
   }
   MetricsRegistry metrics;
   std::unique_ptr<MetricsServer> server;
@@ -261,16 +272,9 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
   g_stop.store(false);
   ::signal(SIGINT, OnStopSignal);
   ::signal(SIGTERM, OnStopSignal);
-  RunInputs in{&config,
-               &replay_config,
-               &profile.value(),
-               &workload.value(),
-               &workload.value().workload,
-               choice.value().plugin,
-               choice.value().options,
-               namespace_id,
-               &metrics,
-               server.get()};
+  RunInputs in{
+      &config,  &replay_config, &setup.value(), choice.value().plugin, choice.value().options,
+      &metrics, server.get()};
   auto run = ReplayOnce(in);
   if (!run.ok()) return Fail(kExitUsage, run.status().message());
   std::unique_ptr<sim::ReplayReport> compare;
@@ -393,33 +397,25 @@ int RunComparePoliciesCommand(const ServerConfig& config, const ReplayConfig& re
                 "compare-policies needs --cold-kv-dir DIR: each run uses a fresh directory "
                 "under it (DIR/compare-POLICY-SIZE, removed after the run)");
   }
-  auto profile = LoadModelProfile(ResolveProfilePath(config.model_profile));
-  if (!profile.ok()) return Fail(kExitUsage, profile.status().message());
-  auto workload = LoadWorkload(replay_config, profile.value(), config.max_concurrency);
-  if (!workload.ok()) return Fail(kExitUsage, workload.status().message());
-  if (Status s = sim::CheckReportPath(replay_config.report_json); !s.ok()) {
-    return Fail(kExitUsage, s.message());
-  }
+  auto setup = PrepareReplay(config, replay_config);
+  if (!setup.ok()) return Fail(kExitUsage, setup.status().message());
+  const LoadedWorkload& loaded = setup.value().loaded;
   ReplayConfig replay = replay_config;
   if (replay.restore_cost.empty()) replay.restore_cost = "model";
   replay.compare_null = false;
-  const std::string namespace_id =
-      !config.namespace_id.empty()
-          ? config.namespace_id
-          : profile.value().LayoutFingerprint() + "/scale" + std::to_string(config.bytes_scale);
   g_stop.store(false);
   ::signal(SIGINT, OnStopSignal);
   ::signal(SIGTERM, OnStopSignal);
-  std::cout << "compare-policies: " << workload.value().workload.name << " ("
-            << workload.value().workload.requests.size() << " requests), Device "
-            << config.device_kv_mib << " MiB, Host " << config.host_kv_mib << " MiB, "
-            << config.max_concurrency << " lanes, restore cost "
+  std::cout << "compare-policies: " << loaded.workload.name << " ("
+            << loaded.workload.requests.size() << " requests), Device " << config.device_kv_mib
+            << " MiB, Host " << config.host_kv_mib << " MiB, " << config.max_concurrency
+            << " lanes, restore cost "
             << (replay.restore_cost == "model" ? "model " + Num(replay.cold_read_gbps, 1) + " GB/s"
                                                : std::string("measured"))
             << ", bytes scale " << config.bytes_scale;
-  if (!workload.value().time_scale_how.empty()) {
-    std::cout << ", trace time scale " << Num(workload.value().time_scale, 2) << " ("
-              << workload.value().time_scale_how << ")";
+  if (!loaded.time_scale_how.empty()) {
+    std::cout << ", trace time scale " << Num(loaded.time_scale, 2) << " (" << loaded.time_scale_how
+              << ")";
   }
   std::cout << std::endl;
   std::vector<CompareRun> runs;
@@ -437,16 +433,9 @@ int RunComparePoliciesCommand(const ServerConfig& config, const ReplayConfig& re
       auto choice = ChooseProvider(run_config);
       if (!choice.ok()) return Fail(kExitUsage, choice.status().message());
       MetricsRegistry metrics;
-      RunInputs in{&run_config,
-                   &replay,
-                   &profile.value(),
-                   &workload.value(),
-                   &workload.value().workload,
-                   choice.value().plugin,
-                   choice.value().options,
-                   namespace_id,
-                   &metrics,
-                   nullptr};
+      RunInputs in{
+          &run_config, &replay, &setup.value(), choice.value().plugin, choice.value().options,
+          &metrics,    nullptr};
       auto run = ReplayOnce(in);
       std::filesystem::remove_all(dir, ec);
       if (!run.ok()) return Fail(kExitUsage, run.status().message());
