@@ -167,6 +167,7 @@ TEST(RadosFaults, PoolQuotaMakesSpillsNoSpaceAndRemovesStillWork) {
   RADOS_REQUIRE_CLUSTER(c);
   auto admin = Admin::Connect(c);
   ASSERT_TRUE(admin.ok()) << admin.status().ToString();
+  constexpr uint64_t kSpillBytes = 3000000, kQuotaBytes = 16777216;
   std::random_device device;
   const std::string pool = "tier-quota-" + std::to_string(device() % 1000000);
   ASSERT_TRUE(admin.value()
@@ -185,29 +186,32 @@ TEST(RadosFaults, PoolQuotaMakesSpillsNoSpaceAndRemovesStillWork) {
   } drop{admin.value().get(), pool};
   ASSERT_TRUE(admin.value()
                   ->MonCommand(R"({"prefix": "osd pool set-quota", "pool": ")" + pool +
-                               R"(", "field": "max_bytes", "val": "16777216"})")
+                               R"(", "field": "max_bytes", "val": ")" +
+                               std::to_string(kQuotaBytes) + R"("})")
                   .ok());
   auto p = Provider::Open(UniqueNamespace("fault-quota"),
                           Options(c, {{"pool", pool}, {"op_timeout_s", "5"}}));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
-  // The quota is enforced late (the mon learns the pool's size from the mgr's stats): spill until
-  // the pool is marked full; from then on every spill fails with NO_SPACE, quickly.
+  // The quota is enforced late (the mon learns the pool's size from the mgr's digest, seconds
+  // after the writes, later on a loaded machine): spill until the pool is marked full, slowly once
+  // past the quota so the wait is bounded in time (60 s) and in bytes (~200 spills past it); from
+  // then on every spill fails with NO_SPACE, quickly.
   std::vector<tier_key> stored;
   Done last;
   const auto t0 = Clock::now();
-  for (int i = 0; i < 400 && SecondsSince(t0) < 60; ++i) {
-    Checkpoint cp = MakeCheckpoint("quota/" + std::to_string(i), 3000000);
+  for (int i = 0; i < 1000 && SecondsSince(t0) < 60; ++i) {
+    Checkpoint cp = MakeCheckpoint("quota/" + std::to_string(i), kSpillBytes);
     last = p.value()->Spill(cp.key, cp.Segments());
-    if (last.status == TIER_OK) {
-      stored.push_back(cp.key);
-      continue;
+    if (last.status != TIER_OK) break;
+    stored.push_back(cp.key);
+    if (stored.size() * kSpillBytes > 2 * kQuotaBytes) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
     }
-    break;
   }
   ASSERT_EQ(last.status, TIER_NO_SPACE) << tier_status_name(last.status) << ": " << last.message;
   std::printf("PoolQuota: full after %zu spills (%.1f s): %s\n", stored.size(), SecondsSince(t0),
               last.message.c_str());
-  Checkpoint again = MakeCheckpoint("quota/again", 3000000);
+  Checkpoint again = MakeCheckpoint("quota/again", kSpillBytes);
   const auto t1 = Clock::now();
   EXPECT_EQ(p.value()->Spill(again.key, again.Segments()).status, TIER_NO_SPACE);
   EXPECT_LT(SecondsSince(t1), 5.0 + 2) << "a full pool fails a spill at once (FULL_TRY)";
@@ -218,7 +222,7 @@ TEST(RadosFaults, PoolQuotaMakesSpillsNoSpaceAndRemovesStillWork) {
   EXPECT_LT(SecondsSince(t2), 5.0 + 2);
   EXPECT_EQ(p.value()->Stat(stored.back()).status().code(), TIER_NOT_FOUND);
   // What was stored before the pool filled restores exactly.
-  Checkpoint first = MakeCheckpoint("quota/0", 3000000);
+  Checkpoint first = MakeCheckpoint("quota/0", kSpillBytes);
   ASSERT_EQ(p.value()->Restore(first.key, first.EmptySegments()).status, TIER_OK);
   EXPECT_TRUE(first.Matches());
 }
