@@ -389,9 +389,7 @@ bool LingeringReplay::Start(const std::string& tier_host,
       },
       timeout_s, 0.1);
   const std::string err = ReadFile(child_.stderr_path());
-  static const std::regex at(R"(metrics at http://127\.0\.0\.1:([0-9]+)/metrics)");
-  std::smatch match;
-  if (std::regex_search(err, match, at)) port_ = std::stoi(match[1].str());
+  port_ = MetricsPortFromLog(err);
   if (!done || !child_.running() || port_ == 0) {
     std::string argline;
     for (const std::string& a : argv) argline += a + " ";

@@ -161,17 +161,21 @@ TEST(MetricsEndpointAddress, MalformedAddressesAreRefused) {
 // The same through tier-host as a user runs it: --metrics-addr, a replay kept alive by --linger.
 TEST(MetricsEndpointTierHost, AnswersScrapesWhileClientsHoldConnections) {
   tier::test::ScopedTempDir dir;
-  const int port = FreeLoopbackPort();
-  ASSERT_GT(port, 0);
   Child host;
   std::string error;
-  ASSERT_TRUE(host.Start({TIER_HOST, "--tier-plugin", "null", "--bytes-scale", "1000",
-                          "--metrics-addr", "127.0.0.1:" + std::to_string(port), "replay",
-                          "--sessions", "1", "--no-progress", "--linger"},
-                         dir.path() + "/out", dir.path() + "/err", &error))
-      << error;
+  // Port 0: tier-host binds a free port and logs it (no window for another process to take it).
   ASSERT_TRUE(
-      WaitFor([&] { return HttpGet(port, "/metrics", 1).status == 200 || !host.running(); }, 60))
+      host.Start({TIER_HOST, "--tier-plugin", "null", "--bytes-scale", "1000", "--metrics-addr",
+                  "127.0.0.1:0", "replay", "--sessions", "1", "--no-progress", "--linger"},
+                 dir.path() + "/out", dir.path() + "/err", &error))
+      << error;
+  int port = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        port = MetricsPortFromLog(ReadFile(dir.path() + "/err"));
+        return (port > 0 && HttpGet(port, "/metrics", 1).status == 200) || !host.running();
+      },
+      60))
       << ReadFile(dir.path() + "/err");
   ASSERT_TRUE(host.running()) << ReadFile(dir.path() + "/err");
   HeldConnections held;

@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <random>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -151,20 +153,28 @@ RunResult Run(const std::vector<std::string>& argv, const std::string& stdin_pat
 }
 
 int FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
+  std::random_device seed;
+  std::mt19937 random(seed());
+  std::uniform_int_distribution<int> below_ephemeral(10000, 19999);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int port = below_ephemeral(random);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+    ::close(fd);
+    if (free) return port;
   }
-  ::close(fd);
-  return port;
+  return 0;
+}
+
+int MetricsPortFromLog(const std::string& log) {
+  static const std::regex at(R"(metrics at http://127\.0\.0\.1:([0-9]+)/metrics)");
+  std::smatch match;
+  return std::regex_search(log, match, at) ? std::stoi(match[1].str()) : 0;
 }
 
 HttpResponse HttpGet(int port, const std::string& target, double timeout_s) {

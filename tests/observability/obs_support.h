@@ -51,8 +51,16 @@ struct RunResult {
 RunResult Run(const std::vector<std::string>& argv, const std::string& stdin_path,
               const std::string& scratch_dir, double timeout_s = 120);
 
-// A loopback port that was free a moment ago (bound to 127.0.0.1:0, then released).
+// A loopback port that was free a moment ago (bound, then released), for a server whose port must
+// be known before it starts (a scrape target in Prometheus's configuration). Picked at random
+// below 20000: outside the kernel's ephemeral range (what connections take as their local
+// ports, and bind(0) hands out) and the test Ceph clusters' range, so nothing but another picker
+// takes it meanwhile. Where the port may be chosen by the server, prefer port 0 and
+// MetricsPortFromLog.
 int FreeLoopbackPort();
+
+// The port in tier-host's "metrics at http://127.0.0.1:PORT/metrics" log line, 0 when absent.
+int MetricsPortFromLog(const std::string& log);
 
 struct HttpResponse {
   int status = 0;  // HTTP status, 0 when there was no answer
