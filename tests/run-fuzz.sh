@@ -68,10 +68,10 @@ for t in "${targets[@]}"; do
   rc=$?
   set -e
   grep -E '^(Done|stat::number_of_executed_units|stat::new_units_added)' "$build/fuzz-$t.log" || true
-  found=$(find "$artifacts" -type f | head -5)
+  found=$(find "$artifacts" -type f | sed -n 1,5p)
   if [ $rc -ne 0 ] || [ -n "$found" ]; then
     echo "run-fuzz: $t FAILED (exit $rc); log: $build/fuzz-$t.log" >&2
-    grep -E 'ERROR|property violated|SUMMARY' "$build/fuzz-$t.log" | head -5 >&2 || true
+    grep -E 'ERROR|property violated|SUMMARY' "$build/fuzz-$t.log" | sed -n 1,5p >&2 || true
     for f in $found; do echo "  input: $f" >&2; done
     failed=1
   else

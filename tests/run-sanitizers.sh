@@ -41,7 +41,7 @@ case $only in ""|asan|tsan) ;; *) echo "run-sanitizers: --only asan|tsan" >&2; e
 cc=${CC:-clang}
 cxx=${CXX:-clang++}
 is_clang=0
-"$cxx" --version | grep -q clang && is_clang=1
+grep -q clang <<<"$("$cxx" --version)" && is_clang=1
 configure() {  # DIR SANITIZERS [extra cmake arguments]
   local dir=$1 sanitizers=$2
   shift 2

@@ -93,7 +93,7 @@ alive() {
   [ -f "$pidfile" ] || return 1
   pid=$(cat "$pidfile" 2>/dev/null) || return 1
   [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$dir/ceph.conf"
+  grep -qF -- "$dir/ceph.conf" <<<"$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
 }
 
 show_logs() {
@@ -126,7 +126,7 @@ all_pgs_active_clean() {
   local out
   out=$(cephc pg stat 2>/dev/null) || return 1
   # "8 pgs: 8 active+clean; ..." -- every PG in the one state active+clean.
-  echo "$out" | grep -Eq '^([0-9]+) pgs: \1 active\+clean;'
+  grep -Eq '^([0-9]+) pgs: \1 active\+clean;' <<<"$out"
 }
 
 all_pgs_active() {
@@ -288,7 +288,7 @@ start_cluster() {
   local remaining=$(( START_TIMEOUT_S - ($(date +%s) - t0) ))
   [ $remaining -gt 5 ] || remaining=5
   wait_for "$remaining" all_pgs_active_clean ||
-    fail_start "PGs not active+clean within ${START_TIMEOUT_S} s: $(cephc pg stat 2>&1 | head -1)"
+    fail_start "PGs not active+clean within ${START_TIMEOUT_S} s: $(cephc pg stat 2>&1 | sed -n 1p)"
 
   cat >"$dir/ready" <<EOF
 conf=$dir/ceph.conf

@@ -30,6 +30,6 @@ files=$(ls "$dir"/cold/*.ckpt 2>/dev/null | wc -l)
 [ "$files" -ge 1 ] || { echo "FAIL: nothing reached the cold tier before the signal"; exit 1; }
 grep -q 'temporary files' "$dir/err2"
 grep -q "re-adopted [0-9]* cold" "$dir/err2" || { cat "$dir/err2"; echo "FAIL: no re-adoption line"; exit 1; }
-adopted=$(grep -o 're-adopted [0-9]*' "$dir/err2" | head -1 | awk '{print $2}')
+adopted=$(grep -o 're-adopted [0-9]*' "$dir/err2" | sed -n 1p | awk '{print $2}')
 [ "$adopted" -ge 1 ] || { cat "$dir/err2"; echo "FAIL: nothing re-adopted"; exit 1; }
 echo OK

@@ -8,18 +8,20 @@ mode=$1 regex=$2
 shift 2
 out=$("$@" 2>&1)
 rc=$?
-show() { printf '%s\n' "$out" | grep -E '^\[  (FAILED|SKIPPED) |^\[  PASSED|Failure|never completed' | head -40; }
+# Here-strings, not `printf | grep -q`: under pipefail a reader that stops at the first match can
+# kill the writer with SIGPIPE and turn a match into a failure (it did once in CI, under load).
+show() { grep -E '^\[  (FAILED|SKIPPED) |^\[  PASSED|Failure|never completed' <<<"$out" | sed -n 1,40p; }
 if [ "$mode" = pass ]; then
   if [ $rc -ne 0 ]; then show; echo "FAIL: exit $rc, expected the suite to pass"; exit 1; fi
 else
   if [ $rc -eq 0 ]; then show; echo "FAIL: the suite passed a provider with this defect ('$regex')"; exit 1; fi
   if [ $rc -ne 1 ]; then printf '%s\n' "$out" | tail -20; echo "FAIL: exit $rc (not a test failure)"; exit 1; fi
 fi
-if ! printf '%s\n' "$out" | grep -Eq -- "$regex"; then
+if ! grep -Eq -- "$regex" <<<"$out"; then
   show
   echo "FAIL: exit $rc but nothing in the output matches '$regex'"
   exit 1
 fi
-printf '%s\n' "$out" | grep -E -- "$regex" | head -3
-printf '%s\n' "$out" | grep -E '^\[  FAILED  \]' | sort -u | head -20
+grep -E -- "$regex" <<<"$out" | sed -n 1,3p
+grep -E '^\[  FAILED  \]' <<<"$out" | sort -u | sed -n 1,20p
 echo "OK: exit $rc, as expected ($mode)"

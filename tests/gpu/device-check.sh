@@ -57,7 +57,7 @@ say "device-check: $(date -u +%FT%TZ) in $root, results in $out"
 gpu_present=no
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >>"$log" 2>&1; then
   gpu_present=yes
-  gpu_name=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n 1)
+  gpu_name=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed -n 1p)
 else
   gpu_name="none (nvidia-smi found no GPU)"
 fi

@@ -42,5 +42,6 @@ grep -q '"cold_restores_of_other_servers": [1-9]' "$work/b.json" || { cat "$work
 grep -q '"restore_exact": true' "$work/b.json" || { echo "FAIL: B's restores were not exact"; exit 1; }
 "$host" "${server[@]}" gc --keep-gib 0 > "$work/gc.out"
 cat "$work/gc.out"
-"$host" "${server[@]}" gc --keep-gib 0 --dry-run | grep -q ': 0 checkpoint(s)' || { echo "FAIL: gc left checkpoints"; exit 1; }
+"$host" "${server[@]}" gc --keep-gib 0 --dry-run > "$work/gc-dry.out"
+grep -q ': 0 checkpoint(s)' "$work/gc-dry.out" || { cat "$work/gc-dry.out"; echo "FAIL: gc left checkpoints"; exit 1; }
 echo OK

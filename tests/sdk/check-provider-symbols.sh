@@ -29,7 +29,7 @@ if [ -n "$foreign" ]; then
        "tier::shuffle, tier::provider, tier::Status, tier::Result):"
   while IFS= read -r ns; do
     echo "  $ns, e.g.:"
-    grep -F "$ns" <<<"$symbols" | head -3 | sed 's/^/    /'
+    grep -F "$ns" <<<"$symbols" | sed -n 1,3p | sed 's/^/    /'
   done <<<"$foreign"
   exit 1
 fi

@@ -13,7 +13,7 @@ mapfile -t files < <(find abi plugins host_shim cuda tests -type f \
 [ ${#files[@]} -gt 100 ] || { echo "only ${#files[@]} sources found under $root"; exit 1; }
 if ! clang-format --dry-run --Werror "${files[@]}" 2>/tmp/tier-format.$$; then
   grep -E "clang-format-violations" /tmp/tier-format.$$ | cut -d: -f1 | sort -u | sed 's/^/not formatted: /'
-  echo "fix with: clang-format -i FILE (clang-format $(clang-format --version | grep -o '[0-9.]*' | head -1))"
+  echo "fix with: clang-format -i FILE (clang-format $(clang-format --version | grep -o '[0-9.]*' | sed -n 1p))"
   rm -f /tmp/tier-format.$$
   exit 1
 fi
