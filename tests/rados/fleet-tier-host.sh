@@ -18,19 +18,26 @@ server=(--tier-plugin "$plugin" --tier-opt "conf=$conf" --tier-opt "pool=$pool"
         --tier-opt op_timeout_s=10 --tier-opt "namespace_prefix=fleet-$$-$RANDOM"
         --bytes-scale 1000 --device-kv-mib 1024 --host-kv-mib 1024)
 # Four sessions of 160 blocks (82k tokens: a restore beats the prefill) parked by A at t=0, and
-# their next turns of 161 blocks sent to B at t=15 s.
+# their next turns of 161 blocks sent to B at t=25 s (A's run takes a few seconds; the margin is
+# for a loaded machine).
 for s in 0 1 2 3; do
   ids=$(seq -s, $((s * 1000)) $((s * 1000 + 159)))
   echo "{\"timestamp\": $((s * 10)), \"input_length\": 81920, \"output_length\": 8, \"hash_ids\": [$ids]}"
 done > "$work/a.jsonl"
 for s in 0 1 2 3; do
   ids=$(seq -s, $((s * 1000)) $((s * 1000 + 160)))
-  echo "{\"timestamp\": $((15000 + s * 10)), \"input_length\": 82432, \"output_length\": 8, \"hash_ids\": [$ids]}"
+  echo "{\"timestamp\": $((25000 + s * 10)), \"input_length\": 82432, \"output_length\": 8, \"hash_ids\": [$ids]}"
 done > "$work/b.jsonl"
 "$host" "${server[@]}" replay --trace "$work/b.jsonl" --clock wall --no-progress \
   --report-json "$work/b.json" > "$work/b.out" 2> "$work/b.err" &
 b=$!
-sleep 2  # B is up (an empty catalog) before A parks anything
+# B is up (its catalog re-adopted, empty) before A parks anything: wait for its log line, bounded.
+for _ in $(seq 300); do
+  grep -q 're-adopted 0 cold' "$work/b.err" 2>/dev/null && break
+  kill -0 "$b" 2>/dev/null || { cat "$work/b.err"; echo "FAIL: B exited at start"; exit 1; }
+  sleep 0.2
+done
+grep -q 're-adopted 0 cold' "$work/b.err" || { cat "$work/b.err"; echo "FAIL: B not up within 60 s"; kill -9 "$b"; exit 1; }
 "$host" "${server[@]}" replay --trace "$work/a.jsonl" --no-progress --report-json "$work/a.json" \
   > "$work/a.out" 2> "$work/a.err"
 grep -q '"bytes_spilled_stored": [1-9]' "$work/a.json" || { cat "$work/a.out" "$work/a.err"; echo "FAIL: A parked nothing"; exit 1; }
