@@ -11,6 +11,7 @@ packages=(
   clang libclang-rt-14-dev clang-format            # tests/run-fuzz.sh: libFuzzer; Style.ClangFormatClean
   e2fsprogs mount                                  # FaultInjection: a full ext4 loop image
   librados-dev                                     # plugins/rados: the shared cold tier on Ceph RADOS
+  libssl-dev                                       # plugins/rados: keyed seals and tags (HMAC-SHA256, Poly1305; librados links libcrypto already)
   ceph-mon ceph-mgr ceph-osd ceph-common           # tests/ceph/ceph-cluster.sh: the single-node test cluster (no systemd unit is used)
 )
 missing=()
