@@ -1,7 +1,6 @@
 #include "commands.h"
 
 #include <signal.h>
-#include <unistd.h>
 #include <tier/device/engine_select.h>
 #include <tier/host/cost_model.h>
 #include <tier/host/format.h>
@@ -13,6 +12,7 @@
 #include <tier/host/metrics_server.h>
 #include <tier/host/plugin_loader.h>
 #include <tier/host/provider_instance.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -329,8 +329,9 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
   }
   if (g_hurry.load()) {
     std::cout.flush();
-    std::fprintf(stderr, "tier-host: interrupted twice: the report covers the requests completed; "
-                         "what was in flight was not waited for\n");
+    std::fprintf(stderr,
+                 "tier-host: interrupted twice: the report covers the requests completed; "
+                 "what was in flight was not waited for\n");
     std::_Exit(kExitInterrupted);
   }
   DefaultStopSignals();

@@ -298,8 +298,7 @@ void ReadTables(const uint8_t* q, uint64_t segments, uint64_t chunks, uint64_t i
 bool CheckInlineTags(const Header& h, const Sealer& sealer, std::string* why) {
   for (const SegmentRecord& s : h.segments) {
     if (s.storage != kStorageInline) continue;
-    const std::span<const uint8_t> bytes(h.inline_bytes.data() + s.inline_offset,
-                                         s.logical_bytes);
+    const std::span<const uint8_t> bytes(h.inline_bytes.data() + s.inline_offset, s.logical_bytes);
     if (!SameBytes(PieceTag(sealer, InlineBinding(h, s), bytes), s.tag)) {
       return Fail(why, "inline segment kind " + std::to_string(s.kind) + " index " +
                            std::to_string(s.index) + " fails its tag");
@@ -325,8 +324,8 @@ bool CheckSealed(std::span<const uint8_t> bytes, const Sealer& sealer, std::stri
   Seal stored{};
   std::memcpy(stored.data(), p + kHeaderSealOffset, kSealBytes);
   if (!SameBytes(stored, sealer.SealHeader(bytes, kHeaderSealOffset))) {
-    return Fail(why, sealer.keyed() ? "seal mismatch (not sealed with this auth key)"
-                                    : "seal mismatch");
+    return Fail(why,
+                sealer.keyed() ? "seal mismatch (not sealed with this auth key)" : "seal mismatch");
   }
   return true;
 }

@@ -125,14 +125,14 @@ Status RadosProvider::CheckWriteAccess() {
   if (op == nullptr) return Status::Internal("rados: out of memory");
   rados_write_op_assert_exists(op);
   rados_write_op_setxattr(op, kXattrLease, "0", 1);
-  const int rc = aio_->WriteSync("p.write-access-check", op, LIBRADOS_OPERATION_FULL_FORCE,
-                                 Deadline());
+  const int rc =
+      aio_->WriteSync("p.write-access-check", op, LIBRADOS_OPERATION_FULL_FORCE, Deadline());
   if (rc == -ENOENT || rc == 0) return Status::Ok();
   if (rc == -EPERM || rc == -EACCES) {
-    return Status::InvalidArgument(
-        "rados: " + options_.client_name() + " may not write to pool '" + options_.pool +
-        "' (" + Status::ErrnoText(-rc) +
-        "): a cold tier needs osd 'allow rw pool=" + options_.pool + "' (ceph auth caps)");
+    return Status::InvalidArgument("rados: " + options_.client_name() + " may not write to pool '" +
+                                   options_.pool + "' (" + Status::ErrnoText(-rc) +
+                                   "): a cold tier needs osd 'allow rw pool=" + options_.pool +
+                                   "' (ceph auth caps)");
   }
   return FromRados(rc, "open: check write access to pool '" + options_.pool + "'");
 }

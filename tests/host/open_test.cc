@@ -125,13 +125,16 @@ TEST_F(HostOpen, ServersOfAFleetFindEachOthersCheckpointsInASharedTier) {
 // (no failure, no back-off, its Host copy released) and restores it from there.
 TEST_F(HostOpen, ASpillAPeerAlreadyStoredIsAColdPlacementNotAFailure) {
   const std::string store = "dedup-" + std::to_string(::getpid());
+  // B opens first (nothing to re-adopt), then A parks `a` while B runs.
+  Open("scripted", {{"store", store}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2,
+       [](HostOptions& o) { o.metrics = nullptr; });
+  std::unique_ptr<Host> server_b = std::move(host_);
   Open("scripted", {{"store", store}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
   const auto a = Blocks(20, 1);
   SealAndPushToCold(a);
   std::unique_ptr<Host> server_a = std::move(host_);
-  Open("scripted", {{"store", store}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2,
-       [](HostOptions& o) { o.metrics = nullptr; });
-  SealAndPushToCold(a);  // asserts the placement is Cold
+  host_ = std::move(server_b);
+  SealAndPushToCold(a);  // B computed the same prefix; asserts its placement is Cold
   EXPECT_EQ(host_->Stats().spill_failures, 0u);
   EXPECT_GE(host_->Stats().spills_already_stored, 1u);
   Admission back = AdmitAndWait(a, 10);

@@ -185,8 +185,8 @@ TEST(RadosCrash, WriterHeldPastItsLeaseWithdrawsItsHeaderInsteadOfPublishingInto
   };
   MetricsRegistry registry;
   HostServices services(&registry);
-  const ProviderOptions options = Options(c, {{"lease_grace_s", std::to_string(kGraceS)},
-                                              {"op_timeout_s", "3"}});
+  const ProviderOptions options =
+      Options(c, {{"lease_grace_s", std::to_string(kGraceS)}, {"op_timeout_s", "3"}});
   std::vector<tier_option> raw;
   for (const auto& [k, v] : options) raw.push_back({k.c_str(), v.c_str()});
   auto writer = RadosProvider::Open(services.table(), ns, raw, hooks);
@@ -207,17 +207,18 @@ TEST(RadosCrash, WriterHeldPastItsLeaseWithdrawsItsHeaderInsteadOfPublishingInto
   Checkpoint cp = MakeCheckpoint("held-writer", 3000000);
   Provider::Pending pending;
   const std::vector<tier_segment> segments = cp.Segments();
-  ASSERT_TRUE((*writer)->Spill(
-                &cp.key, segments.data(), static_cast<uint32_t>(segments.size()),
-                [](void* user, const tier_completion* done) {
-                  auto* p = static_cast<Provider::Pending*>(user);
-                  std::lock_guard lock(p->mu);
-                  p->done.status = done->status;
-                  p->done.message = done->message != nullptr ? done->message : "";
-                  ++p->calls;
-                  p->cv.notify_all();
-                },
-                &pending)
+  ASSERT_TRUE((*writer)
+                  ->Spill(
+                      &cp.key, segments.data(), static_cast<uint32_t>(segments.size()),
+                      [](void* user, const tier_completion* done) {
+                        auto* p = static_cast<Provider::Pending*>(user);
+                        std::lock_guard lock(p->mu);
+                        p->done.status = done->status;
+                        p->done.message = done->message != nullptr ? done->message : "";
+                        ++p->calls;
+                        p->cv.notify_all();
+                      },
+                      &pending)
                   .ok());
   {
     std::unique_lock lock(mu);
@@ -253,8 +254,8 @@ TEST(RadosCrash, WriterHeldPastItsLeaseWithdrawsItsHeaderInsteadOfPublishingInto
   EXPECT_NE(pending.done.message.find("lease"), std::string::npos) << pending.done.message;
   EXPECT_EQ(sweeper.value()->Stat(cp.key).status().code(), TIER_NOT_FOUND);
   const Done restore = sweeper.value()->Restore(cp.key, cp.EmptySegments());
-  EXPECT_EQ(restore.status, TIER_NOT_FOUND) << "a miss, not " << tier_status_name(restore.status)
-                                            << ": " << restore.message;
+  EXPECT_EQ(restore.status, TIER_NOT_FOUND)
+      << "a miss, not " << tier_status_name(restore.status) << ": " << restore.message;
   (*writer)->Close();
 }
 

@@ -278,13 +278,14 @@ TEST(RadosFaults, ReadOnlyClientIsRefusedAtOpenNamingTheCaps) {
                   .ok());
   const std::string path = c.dir + "/client." + id + ".keyring";
   std::ofstream(path) << keyring;
-  auto p = Provider::Open(UniqueNamespace("fault-ro"),
-                          Options(c, {{"client", id}, {"keyring", path}}));
-  admin.value()->MonCommand(R"({"prefix": "auth del", "entity": "client.)" + id + R"("})").IgnoreError();
+  auto p =
+      Provider::Open(UniqueNamespace("fault-ro"), Options(c, {{"client", id}, {"keyring", path}}));
+  admin.value()
+      ->MonCommand(R"({"prefix": "auth del", "entity": "client.)" + id + R"("})")
+      .IgnoreError();
   ASSERT_FALSE(p.ok()) << "a read-only client opened";
   EXPECT_EQ(p.status().code(), TIER_INVALID_ARGUMENT);
-  EXPECT_NE(p.status().message().find("may not write to pool '" + c.pool + "'"),
-            std::string::npos)
+  EXPECT_NE(p.status().message().find("may not write to pool '" + c.pool + "'"), std::string::npos)
       << p.status().message();
   EXPECT_NE(p.status().message().find("allow rw"), std::string::npos) << p.status().message();
 }

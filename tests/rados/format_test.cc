@@ -52,8 +52,8 @@ Header SampleHeader(const Sealer& sealer) {
   h.inline_bytes = {'s', 't', 'a', 't', 'h', 'i', 'd', 'n', 'a', 'b', 'c'};
   for (SegmentRecord& s : h.segments) {
     if (s.storage != kStorageInline) continue;
-    s.tag = PieceTag(sealer, InlineBinding(h, s), {h.inline_bytes.data() + s.inline_offset,
-                                                   s.logical_bytes});
+    s.tag = PieceTag(sealer, InlineBinding(h, s),
+                     {h.inline_bytes.data() + s.inline_offset, s.logical_bytes});
   }
   h.logical_bytes = kv.logical_bytes + 11;
   h.stored_bytes = 42;

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <functional>
 
-#include "checkpoint_bytes.h"
 #include "auth.h"
+#include "checkpoint_bytes.h"
 #include "format.h"
 #include "rados_test_env.h"
 
@@ -187,11 +187,11 @@ void Reseal(Admin& admin, const std::string& rados_ns, const tier_key& key, cons
   ASSERT_TRUE(ParseHeader(content, reader, &h, &why)) << why;
   edit(h);
   const std::vector<uint8_t> forged = EncodeHeader(h, forger);
-  ASSERT_TRUE(admin
-                  .WriteFull(rados_ns, HeaderName(k),
-                             std::string(reinterpret_cast<const char*>(forged.data()),
-                                         forged.size()))
-                  .ok());
+  ASSERT_TRUE(
+      admin
+          .WriteFull(rados_ns, HeaderName(k),
+                     std::string(reinterpret_cast<const char*>(forged.data()), forged.size()))
+          .ok());
 }
 
 // Swaps the bytes of the header's first two inline segments of equal length.
@@ -244,9 +244,9 @@ TEST_F(RadosIntegrity, InlineSegmentGraftedFromAnotherCheckpointAndResealedIsNev
   ASSERT_TRUE(donor_bytes.ok());
   Header donor_header;
   std::string why;
-  ASSERT_TRUE(ParseHeader({reinterpret_cast<const uint8_t*>(donor_bytes->data()),
-                           donor_bytes->size()},
-                          Sealer(), &donor_header, &why))
+  ASSERT_TRUE(
+      ParseHeader({reinterpret_cast<const uint8_t*>(donor_bytes->data()), donor_bytes->size()},
+                  Sealer(), &donor_header, &why))
       << why;
   Reseal(*admin_, rados_ns_, victim.key, Sealer(), Sealer(), [&](Header& h) {
     for (size_t i = 0; i < h.segments.size(); ++i) {

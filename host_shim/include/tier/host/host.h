@@ -131,9 +131,9 @@ struct HostOptions {
   std::string plugin;
   ProviderOptions provider_options;
   // Model/layout fingerprint: checkpoints of another namespace are never served. Required. It must
-  // change whenever the bytes would (layout, dtype, bytes scale): CheckpointNamespace() (identity.h)
-  // builds one from a label, the profile and the scale, so that servers sharing a tier meet only
-  // when they can use each other's checkpoints. A checkpoint whose manifest names another
+  // change whenever the bytes would (layout, dtype, bytes scale): CheckpointNamespace()
+  // (identity.h) builds one from a label, the profile and the scale, so that servers sharing a tier
+  // meet only when they can use each other's checkpoints. A checkpoint whose manifest names another
   // identity is a miss, left where it is, never removed.
   std::string namespace_id;
   // Cost coefficients (prefill, transfers) and the model's shape. Required.
