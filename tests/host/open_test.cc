@@ -177,6 +177,7 @@ struct LateControls {
   void (*reset)() = nullptr;
   uint64_t (*returned)() = nullptr;
   uint64_t (*live_answers)() = nullptr;
+  uint64_t (*closed)() = nullptr;
 
   ~LateControls() {
     if (handle != nullptr) ::dlclose(handle);
@@ -189,16 +190,18 @@ struct LateControls {
     returned = reinterpret_cast<uint64_t (*)()>(::dlsym(handle, "tier_scripted_late_returned"));
     live_answers =
         reinterpret_cast<uint64_t (*)()>(::dlsym(handle, "tier_scripted_late_live_answers"));
-    return release && reset && returned && live_answers;
+    closed = reinterpret_cast<uint64_t (*)()>(::dlsym(handle, "tier_scripted_closed"));
+    return release && reset && returned && live_answers && closed;
   }
-  // Waits (bounded) until `n` late calls returned.
-  bool WaitReturned(uint64_t n) const {
+  // Waits (bounded) until `count()` reaches `n`.
+  static bool WaitFor(uint64_t (*count)(), uint64_t n) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (returned() < n && std::chrono::steady_clock::now() < until) {
+    while (count() < n && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    return returned() >= n;
+    return count() >= n;
   }
+  bool WaitReturned(uint64_t n) const { return WaitFor(returned, n); }
 };
 
 // Issue 26, 6: an open that returns after its deadline. The Host gave up, and the server freed its
@@ -218,6 +221,8 @@ TEST_F(HostOpen, AnOpenReturningAfterTheHostGaveUpFindsInertServices) {
   late.release();
   ASSERT_TRUE(late.WaitReturned(1)) << "the late open never returned";
   EXPECT_EQ(late.live_answers(), 0u) << "the services answered a late open from a freed registry";
+  // The instance it opened is closed by the thread that waited for it, nothing is left behind.
+  EXPECT_TRUE(LateControls::WaitFor(late.closed, 1)) << "the late instance was never closed";
   late.reset();
 }
 

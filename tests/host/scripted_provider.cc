@@ -133,6 +133,7 @@ std::condition_variable g_late_cv;
 bool g_late_released = false;
 uint64_t g_late_returned = 0;      // late calls that returned
 uint64_t g_late_live_answers = 0;  // metric services that answered a late call with a handle
+uint64_t g_closed = 0;             // instances closed (any)
 
 }  // namespace
 
@@ -243,6 +244,8 @@ tier_status Open(const tier_host_services* host, const char* ns, const tier_opti
 
 void Close(tier_instance* self) {
   delete self;  // the delayer runs what is left before it goes
+  std::lock_guard<std::mutex> lock(g_late_mutex);
+  ++g_closed;
 }
 
 tier_status Info(tier_instance* self, tier_info* out, tier_error* error) {
@@ -494,6 +497,7 @@ extern "C" TIER_EXPORT void tier_scripted_reset_late(void) {
   g_late_released = false;
   g_late_returned = 0;
   g_late_live_answers = 0;
+  g_closed = 0;
 }
 extern "C" TIER_EXPORT uint64_t tier_scripted_late_returned(void) {
   std::lock_guard<std::mutex> lock(g_late_mutex);
@@ -502,4 +506,8 @@ extern "C" TIER_EXPORT uint64_t tier_scripted_late_returned(void) {
 extern "C" TIER_EXPORT uint64_t tier_scripted_late_live_answers(void) {
   std::lock_guard<std::mutex> lock(g_late_mutex);
   return g_late_live_answers;
+}
+extern "C" TIER_EXPORT uint64_t tier_scripted_closed(void) {
+  std::lock_guard<std::mutex> lock(g_late_mutex);
+  return g_closed;
 }
