@@ -35,8 +35,11 @@ Handle* HandleOf(const fuse_file_info* fi) {
 }
 
 FsImage NamesOf(const FsImage& image) {
-  FsImage names = image;
-  for (auto& [id, node] : names.nodes) node.data.clear();
+  FsImage names;
+  names.next_node = image.next_node;
+  for (const auto& [id, node] : image.nodes) {
+    names.nodes[id] = FsImage::Node{node.dir, node.mode, {}, node.entries};
+  }
   return names;
 }
 
@@ -513,6 +516,7 @@ FaultFs::PowerLossResult FaultFs::PowerLoss(uint64_t seed, const CutOptions& opt
   const std::map<size_t, Fate> fates = RandomFates(log_, cut_at_, seed, options);
   result.pending_ops = PendingOps(log_, cut_at_).size();
   result.description = DescribeFates(log_, cut_at_, fates);
+  result.pending = ListPending(log_, cut_at_, fates);
   result.image = CrashState(base_, log_, cut_at_, fates);
   result.error = Materialize(result.image, backing_);
   base_ = result.image;

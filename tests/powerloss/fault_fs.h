@@ -57,6 +57,7 @@ class FaultFs {
     size_t cut_ops = 0;        // operations logged before the cut
     size_t pending_ops = 0;    // of those, not durable
     std::string description;   // DescribeFates
+    std::string pending;       // ListPending
     std::string error;         // rebuilding the backing failed ("" when it worked)
   };
   // The power loss itself, after Drain and after the users exited: the backing is rebuilt as

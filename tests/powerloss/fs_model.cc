@@ -389,6 +389,24 @@ std::string DescribeFates(const std::vector<Op>& log, size_t cut,
   return s;
 }
 
+std::string ListPending(const std::vector<Op>& log, size_t cut, const std::map<size_t, Fate>& fates,
+                        size_t limit) {
+  std::string out;
+  size_t n = 0;
+  for (size_t i : PendingOps(log, cut)) {
+    if (n++ == limit) {
+      out += "  ...\n";
+      break;
+    }
+    const auto f = fates.find(i);
+    const char* what = f == fates.end() || f->second.kind == Fate::kKept ? "kept"
+                       : f->second.kind == Fate::kDropped                 ? "lost"
+                                                                          : "torn";
+    out += "  [" + std::to_string(i) + "] " + what + ": " + log[i].Describe() + "\n";
+  }
+  return out;
+}
+
 std::string LoadImage(const std::string& dir, FsImage* out) {
   *out = FsImage();
   return LoadInto(dir, out, kRootNode, 0);

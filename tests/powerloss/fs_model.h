@@ -125,6 +125,11 @@ std::map<size_t, Fate> RandomFates(const std::vector<Op>& log, size_t cut, uint6
 std::string DescribeFates(const std::vector<Op>& log, size_t cut,
                           const std::map<size_t, Fate>& fates);
 
+// One line per pending operation of log[0, cut) with its fate ("lost: create #1/tier = #5"), at most
+// `limit` lines: for failure messages.
+std::string ListPending(const std::vector<Op>& log, size_t cut, const std::map<size_t, Fate>& fates,
+                        size_t limit = 40);
+
 // The image of a real directory tree (regular files and directories; anything else refused).
 // Returns "" or what went wrong.
 std::string LoadImage(const std::string& dir, FsImage* out);

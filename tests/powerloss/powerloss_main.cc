@@ -6,7 +6,19 @@
 
 #include <cstring>
 
+#include "powerloss_loop.h"
+
+namespace tier::powerloss::test {
+int SoakMain(int argc, char** argv);  // powerloss_test.cc
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "--powerloss-worker") == 0) {
+    return tier::powerloss::test::PowerLossWorkerMain(argc - 2, argv + 2);
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "--soak") == 0) {
+    return tier::powerloss::test::SoakMain(argc - 2, argv + 2);
+  }
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
