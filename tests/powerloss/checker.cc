@@ -35,9 +35,8 @@ int32_t CollectSeen(void* user, const tier_entry* e) {
   return 0;
 }
 
-// The recovery and budget invariants. Appends what fails to `why`.
-void CheckDirectoryAndBudget(const std::string& dir, disk::DiskProvider& p,
-                             const CheckConfig& config, std::ostringstream& why) {
+// Recovery finished and the index matches the files. Appends what fails to `why`.
+void CheckDirectory(const std::string& dir, disk::DiskProvider& p, std::ostringstream& why) {
   uint64_t ckpt_files = 0;
   for (const std::string& n : disk::test::ListDir(dir)) {
     if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) {
@@ -50,14 +49,37 @@ void CheckDirectoryAndBudget(const std::string& dir, disk::DiskProvider& p,
   if (!p.Stats(&st).ok()) why << "stats failed; ";
   const uint64_t file_bytes = disk::test::SumCheckpointFileBytes(dir);
   if (st.used_bytes != file_bytes) {
-    why << "used_bytes " << st.used_bytes << " but the checkpoint files hold " << file_bytes << "; ";
+    why << "used_bytes " << st.used_bytes << " but the checkpoint files hold " << file_bytes
+        << "; ";
   }
   if (st.entries != ckpt_files) {
     why << st.entries << " entries but " << ckpt_files << " checkpoint files; ";
   }
-  if (st.used_bytes > config.capacity_bytes) {
+}
+
+// The budget after a cut: what the directory holds beyond capacity may only be checkpoints whose
+// remove had not completed durably (a remove gives its bytes back at the unlink, before the
+// directory sync: a cut can undo the unlink and keep a spill that used the bytes).
+void CheckBudget(disk::DiskProvider& p, const std::map<uint64_t, SeedFacts>& facts,
+                 const std::map<uint64_t, std::string>& visible, const CheckConfig& config,
+                 CheckResult* result, std::ostringstream& why) {
+  tier_stats st{};
+  st.struct_size = sizeof(st);
+  if (!p.Stats(&st).ok()) return;
+  uint64_t resurrected_bytes = 0;
+  for (const auto& [seed, layout] : visible) {
+    const auto it = facts.find(seed);
+    if (it == facts.end() || !it->second.removing) continue;
+    if (it->second.removed && it->second.remove_synced) continue;
+    const tier_key key = disk::test::DerivedKey(seed);
+    tier_stat_result out{};
+    out.struct_size = sizeof(out);
+    if (p.Stat(&key, &out, nullptr, 0).ok()) resurrected_bytes += out.stored_bytes;
+  }
+  result->over_capacity = st.used_bytes > config.capacity_bytes;
+  if (st.used_bytes > config.capacity_bytes + resurrected_bytes) {
     why << "over budget: " << st.used_bytes << " bytes used of capacity " << config.capacity_bytes
-        << "; ";
+        << " (" << resurrected_bytes << " of them checkpoints whose remove had not completed); ";
   }
 }
 
@@ -71,7 +93,8 @@ std::string RestoreSeed(disk::DiskProvider& p, uint64_t seed, const Checkpoint& 
   if (!s.ok()) return "restore refused: " + s.message();
   const Done d = w.Wait();
   if (d.status == TIER_DATA_LOSS) return "data_loss";
-  if (d.status != TIER_OK) return std::string("restore ") + tier_status_name(d.status) + ": " + d.message;
+  if (d.status != TIER_OK)
+    return std::string("restore ") + tier_status_name(d.status) + ": " + d.message;
   if (!target.Equals(cp)) return "restored WRONG BYTES";
   return "";
 }
@@ -96,7 +119,7 @@ CheckResult CheckCrashState(const std::string& dir, const std::map<uint64_t, See
   result.quarantined_at_open = p.quarantined_at_open();
   result.temps_removed_at_open = p.temps_removed_at_open();
   std::ostringstream why;
-  CheckDirectoryAndBudget(dir, p, config, why);
+  CheckDirectory(dir, p, why);
   Seen seen;
   seen.max_segment_bytes = config.max_segment_bytes;
   if (!p.Enumerate(CollectSeen, &seen).ok()) why << "enumerate failed; ";
@@ -118,15 +141,18 @@ CheckResult CheckCrashState(const std::string& dir, const std::map<uint64_t, See
           << (f.spilled ? ", completed" : ", not completed") << "): " << restored << "; ";
     }
   }
+  CheckBudget(p, facts, seen.layout_problems, config, &result, why);
   for (const auto& [seed, f] : facts) {
     if (f.removing || result.whole.count(seed) != 0) continue;
     const bool must_survive = (f.spilled && f.spill_synced) || f.confirmed;
     if (must_survive && seen.layout_problems.count(seed) == 0) {
-      why << "seed " << seed << ": " << (f.confirmed ? "a checkpoint seen whole before" : "a completed spill")
-          << " is gone; ";
+      why << "seed " << seed << ": "
+          << (f.confirmed ? "a checkpoint seen whole before" : "a completed spill") << " is gone; ";
     }
-    if (f.spilled && !f.spill_synced && !f.confirmed && seen.layout_problems.count(seed) == 0) {
+    if (f.spilled && !f.spill_synced && !f.confirmed && !f.lost &&
+        seen.layout_problems.count(seed) == 0) {
       ++result.lost_unsynced;
+      result.lost.insert(seed);
     }
   }
   result.failure = why.str();

@@ -20,6 +20,7 @@ struct SeedFacts {
   bool removed = false;        // a remove returned OK
   bool remove_synced = false;  // ... with durability=fdatasync
   bool confirmed = false;      // restored whole after an earlier power loss, not removed since
+  bool lost = false;           // an unsynced spill counted lost at an earlier power loss
 };
 
 struct CheckConfig {
@@ -30,11 +31,13 @@ struct CheckConfig {
 };
 
 struct CheckResult {
-  std::string failure;           // "" when every invariant held; else every violation found
-  std::set<uint64_t> whole;      // seeds visible and restored byte-exact
-  uint64_t visible = 0;          // checkpoints the reopened provider serves
-  uint64_t torn = 0;             // visible but DATA_LOSS at restore (allowed: unsynced spills)
-  uint64_t lost_unsynced = 0;    // completed spills under durability=none that are gone
+  std::string failure;         // "" when every invariant held; else every violation found
+  std::set<uint64_t> whole;    // seeds visible and restored byte-exact
+  uint64_t visible = 0;        // checkpoints the reopened provider serves
+  uint64_t torn = 0;           // visible but DATA_LOSS at restore (allowed: unsynced spills)
+  uint64_t lost_unsynced = 0;  // completed spills under durability=none that are gone
+  std::set<uint64_t> lost;     // their seeds
+  bool over_capacity = false;  // over capacity, by checkpoints whose remove had not completed
   uint64_t quarantined_at_open = 0;
   uint64_t temps_removed_at_open = 0;
 };
@@ -42,7 +45,9 @@ struct CheckResult {
 // Opens the provider on `dir` (recovery), then checks:
 //  * recovery finishes: the open succeeds, no temporary file is left;
 //  * budget: used bytes equal the checkpoint files' bytes, entries equal the files, and used bytes
-//    are within capacity;
+//    are within capacity, except for checkpoints whose remove had not completed durably (a remove
+//    gives its bytes back at the unlink, before its directory sync: a cut can keep a spill that
+//    used them and undo the unlink);
 //  * nothing unknown is visible, nothing removed under fdatasync is visible again;
 //  * every visible checkpoint restores byte-exact, or (only where its spill was not synced) is
 //    DATA_LOSS; never wrong bytes, never another error;

@@ -93,11 +93,14 @@ TEST(DiskDurability, CreatingTheTierDirectorySyncsTheDirectoryHoldingEachNewOne)
   ScratchDir scratch("dirsync");
   const std::string base = scratch.path();
   const std::vector<std::string> calls = OpenAndRecord(base + "/a/b/tier");
-  const std::vector<std::string> want = {
-      "mkdir " + base + "/a",          "sync " + base,
-      "mkdir " + base + "/a/b",        "sync " + base + "/a",
-      "mkdir " + base + "/a/b/tier",   "sync " + base + "/a/b",
-      "mkdir " + base + "/a/b/tier/quarantine", "sync " + base + "/a/b/tier"};
+  const std::vector<std::string> want = {"mkdir " + base + "/a",
+                                         "sync " + base,
+                                         "mkdir " + base + "/a/b",
+                                         "sync " + base + "/a",
+                                         "mkdir " + base + "/a/b/tier",
+                                         "sync " + base + "/a/b",
+                                         "mkdir " + base + "/a/b/tier/quarantine",
+                                         "sync " + base + "/a/b/tier"};
   EXPECT_EQ(calls, want);
 }
 

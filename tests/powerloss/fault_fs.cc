@@ -115,9 +115,8 @@ int FaultFs::Ops::Request::Enter(bool mutating, uint64_t epoch) {
   }
   if (!fs->cut_) return 0;
   const uint64_t at = fs->epoch_;
-  if (!fs->cv_.wait_for(lock, kHoldLimit, [&] {
-        return fs->drained_ || fs->shutting_down_ || fs->epoch_ != at;
-      })) {
+  if (!fs->cv_.wait_for(lock, kHoldLimit,
+                        [&] { return fs->drained_ || fs->shutting_down_ || fs->epoch_ != at; })) {
     std::fprintf(stderr, "tier-faultfs: a request waited %lld s on a cut filesystem; EIO\n",
                  static_cast<long long>(kHoldLimit.count()));
   }
@@ -144,8 +143,8 @@ int FaultFs::Ops::GetAttr(const char* path, struct stat* st, fuse_file_info* fi)
   Request r(false, h);
   if (r.rc != 0) return r.rc;
   r.lock.unlock();
-  const int rc = h != nullptr && h->fd >= 0 ? ::fstat(h->fd, st)
-                                            : ::lstat(r.Backing(Rel(path)).c_str(), st);
+  const int rc =
+      h != nullptr && h->fd >= 0 ? ::fstat(h->fd, st) : ::lstat(r.Backing(Rel(path)).c_str(), st);
   return rc == 0 ? 0 : -errno;
 }
 
@@ -216,8 +215,8 @@ int FaultFs::Ops::Truncate(const char* path, off_t size, fuse_file_info* fi) {
   if (r.rc != 0) return r.rc;
   const NodeId node = h != nullptr ? h->node : r.live().Resolve(Rel(path));
   if (node == 0) return -ENOENT;
-  const int rc = h != nullptr ? ::ftruncate(h->fd, size)
-                              : ::truncate(r.Backing(Rel(path)).c_str(), size);
+  const int rc =
+      h != nullptr ? ::ftruncate(h->fd, size) : ::truncate(r.Backing(Rel(path)).c_str(), size);
   if (rc != 0) return -errno;
   r.Log(Op::SetSize(node, static_cast<uint64_t>(size)));
   return 0;
@@ -260,8 +259,8 @@ int FaultFs::Ops::OpenDir(const char* path, fuse_file_info* fi) {
   return 0;
 }
 
-int FaultFs::Ops::ReadDir(const char*, void* buf, fuse_fill_dir_t filler, off_t,
-                          fuse_file_info* fi, fuse_readdir_flags) {
+int FaultFs::Ops::ReadDir(const char*, void* buf, fuse_fill_dir_t filler, off_t, fuse_file_info* fi,
+                          fuse_readdir_flags) {
   const Handle* h = HandleOf(fi);
   Request r(false, h);
   if (r.rc != 0) return r.rc;
@@ -345,8 +344,7 @@ int FaultFs::Ops::Chmod(const char* path, mode_t mode, fuse_file_info* fi) {
   if (r.rc != 0) return r.rc;
   const NodeId node = h != nullptr ? h->node : r.live().Resolve(Rel(path));
   if (node == 0) return -ENOENT;
-  const int rc =
-      h != nullptr ? ::fchmod(h->fd, mode) : ::chmod(r.Backing(Rel(path)).c_str(), mode);
+  const int rc = h != nullptr ? ::fchmod(h->fd, mode) : ::chmod(r.Backing(Rel(path)).c_str(), mode);
   if (rc != 0) return -errno;
   r.live().nodes[node].mode = mode & 07777u;
   r.Log(Op::Chmod(node, mode & 07777u));
@@ -358,8 +356,8 @@ int FaultFs::Ops::Chown(const char* path, uid_t uid, gid_t gid, fuse_file_info* 
   Request r(false, h);
   if (r.rc != 0) return r.rc;
   r.lock.unlock();
-  const int rc = h != nullptr ? ::fchown(h->fd, uid, gid)
-                              : ::lchown(r.Backing(Rel(path)).c_str(), uid, gid);
+  const int rc =
+      h != nullptr ? ::fchown(h->fd, uid, gid) : ::lchown(r.Backing(Rel(path)).c_str(), uid, gid);
   return rc == 0 ? 0 : -errno;
 }
 
@@ -368,9 +366,9 @@ int FaultFs::Ops::Utimens(const char* path, const timespec tv[2], fuse_file_info
   Request r(false, h);  // timestamps are not modelled
   if (r.rc != 0) return r.rc;
   r.lock.unlock();
-  const int rc = h != nullptr ? ::futimens(h->fd, tv)
-                              : ::utimensat(AT_FDCWD, r.Backing(Rel(path)).c_str(), tv,
-                                            AT_SYMLINK_NOFOLLOW);
+  const int rc = h != nullptr
+                     ? ::futimens(h->fd, tv)
+                     : ::utimensat(AT_FDCWD, r.Backing(Rel(path)).c_str(), tv, AT_SYMLINK_NOFOLLOW);
   return rc == 0 ? 0 : -errno;
 }
 

@@ -53,12 +53,12 @@ class FaultFs {
   void Drain();
 
   struct PowerLossResult {
-    FsImage image;             // what the backing holds now
-    size_t cut_ops = 0;        // operations logged before the cut
-    size_t pending_ops = 0;    // of those, not durable
-    std::string description;   // DescribeFates
-    std::string pending;       // ListPending
-    std::string error;         // rebuilding the backing failed ("" when it worked)
+    FsImage image;            // what the backing holds now
+    size_t cut_ops = 0;       // operations logged before the cut
+    size_t pending_ops = 0;   // of those, not durable
+    std::string description;  // DescribeFates
+    std::string pending;      // ListPending
+    std::string error;        // rebuilding the backing failed ("" when it worked)
   };
   // The power loss itself, after Drain and after the users exited: the backing is rebuilt as
   // CrashState(base, log before the cut, RandomFates(seed, options)); a new epoch begins with it
@@ -94,11 +94,11 @@ class FaultFs {
   FsImage live_;  // names only: which node each path is now
   std::vector<Op> log_;
   uint64_t epoch_ = 1;
-  uint64_t mutations_ = 0;     // mutating requests seen this epoch
-  uint64_t arm_at_ = 0;        // 0: no cut armed
-  bool cut_ = false;           // stopped: requests wait
-  size_t cut_at_ = 0;          // log size at the cut
-  bool drained_ = false;       // requests are answered EIO
+  uint64_t mutations_ = 0;  // mutating requests seen this epoch
+  uint64_t arm_at_ = 0;     // 0: no cut armed
+  bool cut_ = false;        // stopped: requests wait
+  size_t cut_at_ = 0;       // log size at the cut
+  bool drained_ = false;    // requests are answered EIO
   bool shutting_down_ = false;
 };
 

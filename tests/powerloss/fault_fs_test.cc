@@ -23,7 +23,9 @@ std::string Slurp(const std::string& path) {
   return s.str();
 }
 
-bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+bool Exists(const std::string& path) {
+  return ::access(path.c_str(), F_OK) == 0;
+}
 
 // Creates `path` with `data`; fsyncs the file when `sync_file`.
 void Put(const std::string& path, const std::string& data, bool sync_file) {
@@ -65,8 +67,8 @@ TEST(FaultFs, PassesCallsThroughAndLogsWhatTheyChanged) {
   EXPECT_FALSE(Exists(m.backing + "/a"));
   std::vector<OpKind> kinds;
   for (const Op& op : m.fs->Log()) kinds.push_back(op.kind);
-  const std::vector<OpKind> want = {OpKind::kLink, OpKind::kWrite, OpKind::kSyncFile,
-                                    OpKind::kLink, OpKind::kRename};
+  const std::vector<OpKind> want = {OpKind::kLink, OpKind::kWrite, OpKind::kSyncFile, OpKind::kLink,
+                                    OpKind::kRename};
   EXPECT_EQ(kinds, want);
 }
 

@@ -141,9 +141,9 @@ std::string WriteTree(const FsImage& img, NodeId dir, const std::string& path, i
     }
     const int fd = ::open(child.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return Errno("create", child);
-    const bool ok = ::pwrite(fd, n.data.data(), n.data.size(), 0) ==
-                        static_cast<ssize_t>(n.data.size()) &&
-                    ::fchmod(fd, n.mode) == 0;
+    const bool ok =
+        ::pwrite(fd, n.data.data(), n.data.size(), 0) == static_cast<ssize_t>(n.data.size()) &&
+        ::fchmod(fd, n.mode) == 0;
     ::close(fd);
     if (!ok) return Errno("write", child);
   }
@@ -345,8 +345,8 @@ std::map<size_t, Fate> RandomFates(const std::vector<Op>& log, size_t cut, uint6
   for (size_t i : pending) {
     if (log[i].kind == OpKind::kWrite) writes.push_back(i);
   }
-  const size_t tearable_from = writes.size() > options.torn_tail ? writes.size() - options.torn_tail
-                                                                 : 0;
+  const size_t tearable_from =
+      writes.size() > options.torn_tail ? writes.size() - options.torn_tail : 0;
   const std::set<size_t> tearable(writes.begin() + static_cast<std::ptrdiff_t>(tearable_from),
                                   writes.end());
   std::map<size_t, Fate> fates;
@@ -400,8 +400,8 @@ std::string ListPending(const std::vector<Op>& log, size_t cut, const std::map<s
     }
     const auto f = fates.find(i);
     const char* what = f == fates.end() || f->second.kind == Fate::kKept ? "kept"
-                       : f->second.kind == Fate::kDropped                 ? "lost"
-                                                                          : "torn";
+                       : f->second.kind == Fate::kDropped                ? "lost"
+                                                                         : "torn";
     out += "  [" + std::to_string(i) + "] " + what + ": " + log[i].Describe() + "\n";
   }
   return out;

@@ -36,8 +36,8 @@ struct FsImage {
   struct Node {
     bool dir = false;
     uint32_t mode = 0600;
-    std::string data;                        // files
-    std::map<std::string, NodeId> entries;   // directories
+    std::string data;                       // files
+    std::map<std::string, NodeId> entries;  // directories
   };
   std::map<NodeId, Node> nodes;
   NodeId next_node = 2;
@@ -125,8 +125,8 @@ std::map<size_t, Fate> RandomFates(const std::vector<Op>& log, size_t cut, uint6
 std::string DescribeFates(const std::vector<Op>& log, size_t cut,
                           const std::map<size_t, Fate>& fates);
 
-// One line per pending operation of log[0, cut) with its fate ("lost: create #1/tier = #5"), at most
-// `limit` lines: for failure messages.
+// One line per pending operation of log[0, cut) with its fate ("lost: create #1/tier = #5"), at
+// most `limit` lines: for failure messages.
 std::string ListPending(const std::vector<Op>& log, size_t cut, const std::map<size_t, Fate>& fates,
                         size_t limit = 40);
 

@@ -13,8 +13,12 @@ Op Link(NodeId dir, const std::string& name, NodeId node, bool is_dir = false) {
 Op Write(NodeId node, uint64_t offset, const std::string& data) {
   return Op::Write(node, offset, data);
 }
-Op SyncFile(NodeId node) { return Op::SyncFile(node); }
-Op SyncDir(NodeId dir) { return Op::SyncDir(dir); }
+Op SyncFile(NodeId node) {
+  return Op::SyncFile(node);
+}
+Op SyncDir(NodeId dir) {
+  return Op::SyncDir(dir);
+}
 Op Rename(NodeId dir, const std::string& from, NodeId dir2, const std::string& to, NodeId node) {
   return Op::Rename(dir, from, dir2, to, node);
 }
@@ -50,9 +54,9 @@ TEST(FaultFsModel, RenameIsAtomicAndDurableOnceItsDirectoryIsSynced) {
   const std::vector<Op> log = {Rename(kRootNode, "a.tmp", kRootNode, "a", 2), SyncDir(kRootNode)};
   EXPECT_EQ(PendingOps(log, 1), std::vector<size_t>{0});
   EXPECT_TRUE(PendingOps(log, 2).empty());
-  const auto dropped = CrashState(base, log, 1, All(std::vector<Op>(log.begin(), log.begin() + 1),
-                                                    Fate::kDropped))
-                           .Files();
+  const auto dropped =
+      CrashState(base, log, 1, All(std::vector<Op>(log.begin(), log.begin() + 1), Fate::kDropped))
+          .Files();
   EXPECT_EQ(dropped.size(), 1u);
   EXPECT_EQ(dropped.count("a.tmp"), 1u);
   const auto kept = CrashState(base, log, 1, {}).Files();
@@ -109,8 +113,9 @@ TEST(FaultFsModel, RandomFatesAreReplayableFromTheirSeed) {
             CrashState(FsImage(), log, log.size(), b).Files());
   uint64_t differing = 0;
   for (uint64_t seed = 8; seed < 16; ++seed) {
-    differing += CrashState(FsImage(), log, log.size(), RandomFates(log, log.size(), seed))
-                     .Files() != CrashState(FsImage(), log, log.size(), a).Files();
+    differing +=
+        CrashState(FsImage(), log, log.size(), RandomFates(log, log.size(), seed)).Files() !=
+        CrashState(FsImage(), log, log.size(), a).Files();
   }
   EXPECT_GT(differing, 0u);
 }

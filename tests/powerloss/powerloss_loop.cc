@@ -70,18 +70,36 @@ std::string ReadJournal(const std::string& path, size_t* offset,
     if (std::sscanf(line.c_str(), "%c %llu %d", &what, &seed, &flag) < 2) continue;
     SeedFacts& f = (*facts)[seed];
     switch (what) {
-      case 'O': *opened = true; facts->erase(0); break;
-      case 'B': f.began = true; f.spill_synced = flag == 1; break;
-      case 'S': f.spilled = true; ++totals->spills_completed; totals->spills_synced += f.spill_synced; break;
-      case 'R': f.removing = true; break;
-      case 'X': f.removed = true; f.remove_synced = flag == 1; ++totals->removes_completed; break;
+      case 'O':
+        *opened = true;
+        facts->erase(0);
+        break;
+      case 'B':
+        f.began = true;
+        f.spill_synced = flag == 1;
+        break;
+      case 'S':
+        f.spilled = true;
+        ++totals->spills_completed;
+        totals->spills_synced += f.spill_synced;
+        break;
+      case 'R':
+        f.removing = true;
+        break;
+      case 'X':
+        f.removed = true;
+        f.remove_synced = flag == 1;
+        ++totals->removes_completed;
+        break;
       case 'D':
         if (f.spill_synced || f.confirmed) {
           problems += "the worker restored seed " + std::to_string(seed) +
-                      " as DATA_LOSS although it was " + (f.confirmed ? "seen whole" : "synced") + "; ";
+                      " as DATA_LOSS although it was " + (f.confirmed ? "seen whole" : "synced") +
+                      "; ";
         }
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return problems;
@@ -161,6 +179,7 @@ void Add(PowerLossTotals* t, const CheckResult& c, const FaultFs::PowerLossResul
   t->lost_unsynced += c.lost_unsynced;
   t->quarantined_at_open += c.quarantined_at_open;
   t->temps_removed_at_open += c.temps_removed_at_open;
+  t->over_capacity += c.over_capacity;
 }
 
 // The state a generation of rounds shares: one tier directory, created by its first round's
@@ -212,6 +231,7 @@ std::string RunRound(const PowerLossConfig& config, FaultFs& fs, uint64_t round,
     return where + r.description + ": " + problems + "\nnot durable at the cut:\n" + r.pending;
   }
   for (uint64_t seed : c.whole) g.facts[seed].confirmed = true;
+  for (uint64_t seed : c.lost) g.facts[seed].lost = true;
   return "";
 }
 
@@ -225,7 +245,9 @@ std::string PowerLossTotals::Summary() const {
     << spills_synced << " synced), " << removes_completed << " removes, " << restores_checked
     << " restores checked after cuts, " << torn << " torn unsynced checkpoints found DATA_LOSS, "
     << lost_unsynced << " unsynced completed spills lost, " << quarantined_at_open
-    << " files quarantined and " << temps_removed_at_open << " temporary files removed by recovery";
+    << " files quarantined and " << temps_removed_at_open
+    << " temporary files removed by recovery; " << over_capacity
+    << " cuts left the directory over capacity by removes not yet durable";
   return s.str();
 }
 

@@ -18,9 +18,9 @@ struct PowerLossConfig {
   uint64_t cuts = 1000;
   uint64_t capacity_bytes = 640u << 10;
   uint64_t max_segment_bytes = 96u << 10;
-  uint64_t max_ops_per_round = 120;  // the cut falls on mutating call 1..this of a round
+  uint64_t max_ops_per_round = 120;    // the cut falls on mutating call 1..this of a round
   uint64_t rounds_per_directory = 50;  // then a fresh directory: creating it is cut too
-  bool progress = false;             // a line every 1,000 cuts (and the soak's summary)
+  bool progress = false;               // a line every 1,000 cuts (and the soak's summary)
 };
 
 struct PowerLossTotals {
@@ -33,6 +33,7 @@ struct PowerLossTotals {
   uint64_t torn = 0;           // visible after a cut but DATA_LOSS (unsynced spills only)
   uint64_t lost_unsynced = 0;  // completed unsynced spills a cut took away
   uint64_t quarantined_at_open = 0, temps_removed_at_open = 0;
+  uint64_t over_capacity = 0;  // cuts after which a remove not yet durable had come back
   std::string Summary() const;
 };
 

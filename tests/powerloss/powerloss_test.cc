@@ -1,7 +1,7 @@
 // PowerLoss: the power-loss loop in CI (1,000 cuts; TIER_POWERLOSS_CUTS scales it, and
 // tests/run-sanitizers.sh sets it lower) and its long standalone mode:
-//   tier_powerloss_tests --gtest_filter='PowerLoss.*'     (TIER_POWERLOSS_CUTS, TIER_POWERLOSS_SEED)
-//   tier_powerloss_tests --soak --cuts 100000 [--seed N] [--dir PATH]
+//   tier_powerloss_tests --gtest_filter='PowerLoss.*'     (TIER_POWERLOSS_CUTS,
+//   TIER_POWERLOSS_SEED) tier_powerloss_tests --soak --cuts 100000 [--seed N] [--dir PATH]
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -44,13 +44,17 @@ void Usage() {
   std::printf(
       "usage: tier_powerloss_tests --soak [--cuts N] [--seed N] [--dir PATH]\n"
       "Runs the power-loss loop: a worker spills, restores and removes checkpoints through the\n"
-      "disk provider on the fault-injecting FUSE filesystem, which stops at a random mutating call;\n"
+      "disk provider on the fault-injecting FUSE filesystem, which stops at a random mutating "
+      "call;\n"
       "the worker is killed, the directory rebuilt as a power loss leaves it (unsynced writes,\n"
-      "creates, renames and unlinks kept or lost, the last writes torn at 512 B or 4 KiB), and the\n"
-      "provider reopened on it: every completed synced spill must restore byte-exact, no completed\n"
+      "creates, renames and unlinks kept or lost, the last writes torn at 512 B or 4 KiB), and "
+      "the\n"
+      "provider reopened on it: every completed synced spill must restore byte-exact, no "
+      "completed\n"
       "remove may come back, nothing may restore wrong bytes, recovery must finish within budget.\n"
       "N cuts (default 100000); --seed replays a run's choices; --dir keeps the scratch directory\n"
-      "(default: a fresh one under /dev/shm, removed at the end). Exit 0 when every cut verified.\n");
+      "(default: a fresh one under /dev/shm, removed at the end). Exit 0 when every cut "
+      "verified.\n");
 }
 
 }  // namespace

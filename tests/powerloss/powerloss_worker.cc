@@ -135,9 +135,9 @@ void Worker::SpillBatch() {
     op->segments = op->cp.Segments();
     const tier_key key = DerivedKey(op->seed);
     Journal('B', op->seed, synced_ ? 1 : 0);
-    const Status s = p_->Spill(&key, op->segments.data(),
-                               static_cast<uint32_t>(op->segments.size()), Waiter::Callback,
-                               &op->waiter);
+    const Status s =
+        p_->Spill(&key, op->segments.data(), static_cast<uint32_t>(op->segments.size()),
+                  Waiter::Callback, &op->waiter);
     op->accepted = s.ok();
     if (!s.ok()) {
       Journal('F', op->seed);
