@@ -80,8 +80,17 @@ const char* FilesystemName(long f_type, bool* foreign) {
 
 namespace {
 
-// Opens one component of the path under `parent_fd`, creating it 0700 where missing. The last
-// component is opened O_NOFOLLOW: a symbolic link there is refused.
+// A directory just created is durable only once the directory holding it is synced (fsync(2)):
+// without that, a power loss can take the new directory away, with every checkpoint published in
+// it since. Filesystems that cannot sync a directory (EINVAL) are let be.
+Status SyncCreated(FileOps* ops, int parent_fd, const std::string& what) {
+  const int rc = ops->FSyncDir(parent_fd);
+  if (rc < 0 && rc != -EINVAL) return ErrnoStatus(-rc, "sync the directory holding " + what);
+  return Status::Ok();
+}
+
+// Opens one component of the path under `parent_fd`, creating it 0700 where missing (and syncing
+// `parent_fd` then). The last component is opened O_NOFOLLOW: a symbolic link there is refused.
 Result<int> OpenComponent(FileOps* ops, int parent_fd, const std::string& name, bool last,
                           const std::string& quoted) {
   const int flags = last ? kDirFlags : (O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -91,6 +100,7 @@ Result<int> OpenComponent(FileOps* ops, int parent_fd, const std::string& name, 
     if (rc < 0 && rc != -EEXIST) {
       return ErrnoStatus(-rc, "create directory '" + name + "' of " + quoted);
     }
+    if (rc == 0) TIER_RETURN_IF_ERROR(SyncCreated(ops, parent_fd, "'" + name + "' of " + quoted));
     fd = ops->OpenAt(parent_fd, name.c_str(), flags, 0);
   }
   if (fd >= 0) return fd;
@@ -229,6 +239,7 @@ Status PrepareQuarantine(FileOps* ops, int dir_fd, const std::string& quoted) {
   if (rc < 0 && rc != -EEXIST) {
     return ErrnoStatus(-rc, "create " + quoted + "/" + kQuarantineDirName);
   }
+  if (rc == 0) TIER_RETURN_IF_ERROR(SyncCreated(ops, dir_fd, kQuarantineDirName));
   const int fd = ops->OpenAt(dir_fd, kQuarantineDirName, kDirFlags, 0);
   if (fd < 0) {
     return Status(TIER_INVALID_ARGUMENT, "disk: " + quoted + "/" + kQuarantineDirName +
