@@ -151,6 +151,7 @@ class Engine {
 
  private:
   bool Stopped() const { return o_.stop != nullptr && o_.stop->load(); }
+  bool Hurried() const { return o_.hurry != nullptr && o_.hurry->load(); }
   void Start(size_t index);
   void Admitted(size_t index, const Admission& admission);
   bool Verify(size_t index, const Admission& admission);
@@ -272,7 +273,7 @@ void Engine::ResolvePending() {
   // demotions, seals' copies, prefetches) is also finished before virtual time moves on: it takes
   // no virtual time, as a server's copy engines and disk run beside its lanes; the budgets then
   // hold at every event. What a restore costs is charged to its request (measured x scale).
-  while (!pending_.empty() || host_.Busy()) {
+  while ((!pending_.empty() || host_.Busy()) && !Hurried()) {
     if (Stopped()) {
       for (const auto& pending : pending_) timed_([&] { return host_.Cancel(pending.first); });
     }
@@ -522,9 +523,9 @@ void Engine::StartQueued() {
 }
 
 void Engine::RunVirtual() {
-  while (!events_.empty() || !pending_.empty()) {
+  while ((!events_.empty() || !pending_.empty()) && !Hurried()) {
     ResolvePending();
-    if (events_.empty()) break;
+    if (events_.empty() || Hurried()) break;
     if (Stopped() && busy_ == 0) break;
     const Event event = events_.top();
     events_.pop();
@@ -538,7 +539,7 @@ void Engine::RunVirtual() {
 void Engine::RunWall() {
   // One scheduler thread: every iteration polls the Host, handles what is due, starts queued
   // requests and lets the lanes step; nothing in it waits for a restore.
-  while (!events_.empty() || !pending_.empty()) {
+  while ((!events_.empty() || !pending_.empty()) && !Hurried()) {
     if (Stopped()) {
       for (const auto& pending : pending_) timed_([&] { return host_.Cancel(pending.first); });
       if (busy_ == 0 && pending_.empty()) break;
@@ -578,7 +579,7 @@ ReplayReport Engine::Run() {
     RunVirtual();
   }
   // Spills and prefetches still in flight finish (each bounded by the provider deadline).
-  while (host_.Busy()) PumpHost(10 * 1000 * 1000);
+  while (host_.Busy() && !Hurried()) PumpHost(10 * 1000 * 1000);
   report_.interrupted = Stopped();
   Progress(true);
   report_.workload = w_.name;

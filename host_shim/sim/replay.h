@@ -37,6 +37,9 @@ struct ReplayOptions {
   // Set from another thread (a signal) to stop early: pending admissions are cancelled, requests
   // in service finish, the report says it was interrupted.
   const std::atomic<bool>* stop = nullptr;
+  // Set (after `stop`) to stop waiting for what is still in flight: the report covers what
+  // completed, and the Host may still be busy (the caller must not close it, only leave).
+  const std::atomic<bool>* hurry = nullptr;
   // kVirtual: the cost model's time, restores charged at measured time x bytes scale, the replay
   // waits for what is in flight before virtual time moves on. kWall: lanes run on the wall clock
   // (virtual = wall x time_scale), the scheduler never waits: it polls, admits and steps its lanes

@@ -432,10 +432,14 @@ bool Host::Impl::LandInHost(AdmissionOp* op) {
     if (!m.ok() || m.value().namespace_id != options_.namespace_id ||
         m.value().blocks != e->blocks || m.value().bytes_scale != options_.bytes_scale ||
         m.value().tokens > e->tokens || m.value().tokens + tpp <= e->tokens) {
-      Log(TIER_LOG_ERROR,
-          "host: " + KeyHex(e->key) + " restored with a manifest of another identity; not served");
-      ForgetCold(e, true);
-      Skip(op, RootReason::kCorrupt, true);
+      // Its bytes verified (the provider's checksums): a checkpoint of another identity, layout
+      // or scale (a mismatched peer), not damage. A miss for this server, left where it is: only
+      // what fails its checksums is removed, by the provider's own rules (issue 26).
+      Log(TIER_LOG_WARN, "host: " + KeyHex(e->key) +
+                             " in the cold tier has a manifest of another identity, layout or "
+                             "scale; not served, left in place");
+      ForgetCold(e, false);
+      Skip(op, RootReason::kMiss, true);
       return false;
     }
     e->verified_manifest = true;

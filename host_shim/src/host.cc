@@ -6,6 +6,7 @@
 #include <tier/host/log.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "host_impl.h"
 
@@ -91,6 +92,11 @@ Status CheckOptions(const HostOptions& o) {
   }
   if (o.max_probe_keys == 0 || o.max_probe_keys > 4096) {
     return Status::InvalidArgument("HostOptions: max_probe_keys must be 1 to 4096");
+  }
+  if (!std::isfinite(o.model_cold_read_bytes_per_second) ||
+      o.model_cold_read_bytes_per_second < 0) {
+    return Status::InvalidArgument(
+        "HostOptions: model_cold_read_bytes_per_second must be a finite number >= 0");
   }
   return Status::Ok();
 }
@@ -188,7 +194,7 @@ Host::Impl::~Impl() {
     (void)cold_.release();
     (void)queue_.release();
     (void)arena_.release();
-    (void)services_.release();
+    services_.reset();  // inert from now on; the abandoned instance retains its table
     (void)own_metrics_.release();
     (void)releaser_.release();
     for (auto& [id, op] : ops_) (void)op.release();

@@ -3,13 +3,26 @@
 #include <time.h>
 
 #include <exception>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
 #include <tier/host/log.h>
 
 namespace tier {
+
+// What the table's host_context points at. `metrics` is read under a shared lock by every metric
+// service and cleared under the exclusive lock when the HostServices goes: after that no service
+// touches the registry or a metric handle it gave out.
+struct HostServices::Core : std::enable_shared_from_this<HostServices::Core> {
+  tier_host_services table{};
+  mutable std::shared_mutex mu;
+  MetricsRegistry* metrics = nullptr;  // guarded by mu; null once inert
+};
+
 namespace {
+
+using Core = HostServices::Core;
 
 // Every service catches everything: no C++ exception crosses the ABI in either direction.
 
@@ -37,8 +50,10 @@ tier_metric_family* ServiceMetricFamily(void* context, tier_metric_type type, co
       labels.emplace_back(label_names[i]);
     }
     std::vector<double> buckets(bucket_bounds, bucket_bounds + bucket_count);
-    auto* host = static_cast<HostServices*>(context);
-    auto result = host->metrics()->Family(type, name, help != nullptr ? help : "", labels, buckets);
+    auto* core = static_cast<Core*>(context);
+    std::shared_lock lock(core->mu);
+    if (core->metrics == nullptr) return nullptr;  // the host is gone
+    auto result = core->metrics->Family(type, name, help != nullptr ? help : "", labels, buckets);
     if (!result.ok()) {
       Log(TIER_LOG_WARN, "provider metric refused: " + result.status().message());
       return nullptr;
@@ -58,20 +73,32 @@ tier_metric* ServiceMetric(void* context, tier_metric_family* family,
       if (label_values[i] == nullptr) return nullptr;
       values.emplace_back(label_values[i]);
     }
-    return static_cast<HostServices*>(context)->metrics()->Series(family, values);
+    auto* core = static_cast<Core*>(context);
+    std::shared_lock lock(core->mu);
+    if (core->metrics == nullptr) return nullptr;
+    return core->metrics->Series(family, values);
   } catch (...) {
     return nullptr;
   }
 }
 
-void ServiceMetricAdd(void*, tier_metric* metric, double delta) {
-  if (metric != nullptr) metric->Add(delta);
+// A metric handle is the registry's: touched only while the registry is.
+template <typename F>
+void WithLiveMetrics(void* context, tier_metric* metric, F f) {
+  if (metric == nullptr) return;
+  auto* core = static_cast<Core*>(context);
+  std::shared_lock lock(core->mu);
+  if (core->metrics != nullptr) f();
 }
-void ServiceMetricSet(void*, tier_metric* metric, double value) {
-  if (metric != nullptr) metric->Set(value);
+
+void ServiceMetricAdd(void* context, tier_metric* metric, double delta) {
+  WithLiveMetrics(context, metric, [&] { metric->Add(delta); });
 }
-void ServiceMetricObserve(void*, tier_metric* metric, double value) {
-  if (metric != nullptr) metric->Observe(value);
+void ServiceMetricSet(void* context, tier_metric* metric, double value) {
+  WithLiveMetrics(context, metric, [&] { metric->Set(value); });
+}
+void ServiceMetricObserve(void* context, tier_metric* metric, double value) {
+  WithLiveMetrics(context, metric, [&] { metric->Observe(value); });
 }
 uint64_t ServiceMonotonicNs(void*) {
   return MonotonicNs();
@@ -85,18 +112,35 @@ uint64_t MonotonicNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-HostServices::HostServices(MetricsRegistry* metrics) : metrics_(metrics), table_{} {
-  table_.struct_size = sizeof(tier_host_services);
-  table_.abi_major = TIER_ABI_VERSION_MAJOR;
-  table_.abi_minor = TIER_ABI_VERSION_MINOR;
-  table_.host_context = this;
-  table_.log = ServiceLog;
-  table_.metric_family = ServiceMetricFamily;
-  table_.metric = ServiceMetric;
-  table_.metric_add = ServiceMetricAdd;
-  table_.metric_set = ServiceMetricSet;
-  table_.metric_observe = ServiceMetricObserve;
-  table_.monotonic_ns = ServiceMonotonicNs;
+HostServices::HostServices(MetricsRegistry* metrics)
+    : metrics_(metrics), core_(std::make_shared<Core>()) {
+  core_->metrics = metrics;
+  tier_host_services& t = core_->table;
+  t.struct_size = sizeof(tier_host_services);
+  t.abi_major = TIER_ABI_VERSION_MAJOR;
+  t.abi_minor = TIER_ABI_VERSION_MINOR;
+  t.host_context = core_.get();
+  t.log = ServiceLog;
+  t.metric_family = ServiceMetricFamily;
+  t.metric = ServiceMetric;
+  t.metric_add = ServiceMetricAdd;
+  t.metric_set = ServiceMetricSet;
+  t.metric_observe = ServiceMetricObserve;
+  t.monotonic_ns = ServiceMonotonicNs;
+}
+
+HostServices::~HostServices() {
+  std::unique_lock lock(core_->mu);  // waits for metric services in flight
+  core_->metrics = nullptr;
+}
+
+const tier_host_services* HostServices::table() const {
+  return &core_->table;
+}
+
+std::shared_ptr<const void> HostServices::Retain(const tier_host_services* table) {
+  if (table == nullptr || table->log != ServiceLog || table->host_context == nullptr) return {};
+  return static_cast<Core*>(table->host_context)->shared_from_this();
 }
 
 }  // namespace tier

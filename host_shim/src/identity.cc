@@ -1,10 +1,17 @@
 #include <tier/check.h>
 #include <tier/host/identity.h>
+#include <tier/host/model_profile.h>
 #include <xxhash.h>
 
 #include <cstring>
 
 namespace tier {
+
+std::string CheckpointNamespace(const std::string& name, const ModelProfile& profile,
+                                uint64_t bytes_scale) {
+  const std::string layout = profile.LayoutFingerprint() + "/scale" + std::to_string(bytes_scale);
+  return name.empty() ? layout : name + "/" + layout;
+}
 
 std::vector<uint64_t> PrefixHashes(std::span<const uint64_t> blocks) {
   // A chained 64-bit mix (splitmix64's finalizer): ~1 ns a block.

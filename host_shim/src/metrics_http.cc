@@ -237,24 +237,41 @@ class MetricsHttpServer::Loop {
       if (fd.get() < 0) {
         if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-          if (EvictOne()) continue;
+          if (MakeRoom()) continue;
           accept_resume_ = Clock::now() + kAcceptPause;
         }
         return;  // EAGAIN: all accepted
       }
-      if (connections_.size() >= limits_.max_connections && !EvictOne()) return;
+      if (connections_.size() >= limits_.max_connections && !MakeRoom()) return;
       Connection c;
       c.fd = std::move(fd);
       c.order = next_order_++;
       c.deadline = Clock::now() + limits_.request_timeout;
-      connections_.push_back(std::move(c));
+      // What it already sent is read now: a scrape right behind a burst is answered before the
+      // burst can evict it (issue 26).
+      Read(c);
+      if (c.fd.get() >= 0) connections_.push_back(std::move(c));
     }
   }
 
-  // Closes the connection that matters least: lingering, then reading, then writing; the oldest.
+  // Frees a slot: first by reading what every connection has ready (a complete request is
+  // answered; one whose client left or that finished lingering goes), then by evicting one.
+  bool MakeRoom() {
+    for (Connection& c : connections_) {
+      if (c.phase != Phase::kWriting) Progress(c);
+    }
+    std::erase_if(connections_, [](const Connection& c) { return c.fd.get() < 0; });
+    return connections_.size() < limits_.max_connections || EvictOne();
+  }
+
+  // Closes the connection that matters least: lingering after its answer (its input drained, so
+  // the close cannot reset it), then idle (nothing received), then half a request, then being
+  // answered; the oldest first.
   bool EvictOne() {
     auto rank = [](const Connection& c) {
-      return c.phase == Phase::kLingering ? 0 : c.phase == Phase::kReading ? 1 : 2;
+      if (c.phase == Phase::kLingering) return 0;
+      if (c.phase == Phase::kReading) return c.in.empty() ? 1 : 2;
+      return 3;
     };
     auto victim = std::min_element(
         connections_.begin(), connections_.end(), [&](const Connection& a, const Connection& b) {

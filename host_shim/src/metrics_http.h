@@ -15,9 +15,12 @@
 namespace tier {
 
 struct MetricsHttpLimits {
-  // Open connections at most (the listening socket and a wake-up descriptor come on top). When a
-  // new client arrives with every slot taken, the oldest connection that is lingering after its
-  // answer, else the oldest still sending its request, else the oldest being answered, is closed.
+  // Open connections at most (the listening socket and a wake-up descriptor come on top). A new
+  // connection's request is read as soon as it is accepted. When a new client arrives with every
+  // slot taken, what every connection has ready is read first (complete requests are answered,
+  // clients that left are dropped); if that frees no slot, the oldest connection lingering after
+  // its answer is closed, else the oldest idle one (nothing received), else the oldest with half a
+  // request, else the oldest being answered.
   size_t max_connections = 64;
   size_t max_request_bytes = 8192;  // request line and headers; more is answered 431
   // From accept to the blank line that ends the request's headers.

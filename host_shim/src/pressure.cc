@@ -255,7 +255,20 @@ void Host::Impl::OnSpilled(tier_key key, uint64_t need, Answer<Completion> answe
   releasing_bytes_ -= e->logical_bytes;
   spill_reserved_bytes_ -= need;
   const Completion& done = answer.result.value();
-  if (answer.timed_out || !done.status.ok()) {
+  // On a shared tier, ALREADY_EXISTS means another server stored this key (the same identity)
+  // first: the fleet has it in Cold, as this server would have. Verified like any remote
+  // checkpoint at its first restore (its manifest), so the Host copy can go.
+  const bool stored_by_peer =
+      shared_tier_ && !answer.timed_out && done.status.code() == TIER_ALREADY_EXISTS;
+  if (stored_by_peer) {
+    ++stats_.spills_already_stored;
+    e->verified_manifest = false;
+    e->cold_stored_bytes = need;
+    e->spill_failed = false;
+    catalog_.AddPlacement(e, kCold);
+    server_metrics_->Transition("host", "cold");
+    DropHost(e, nullptr);
+  } else if (answer.timed_out || !done.status.ok()) {
     SpillFailed(e, done.status, answer.timed_out);
   } else {
     ++stats_.spills;

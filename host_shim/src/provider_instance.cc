@@ -1,3 +1,4 @@
+#include <tier/host/host_services.h>
 #include <tier/host/provider_instance.h>
 
 #include <algorithm>
@@ -72,6 +73,9 @@ Completion Wait(const std::function<Status(ProviderInstance::Done)>& submit, uin
 Result<std::unique_ptr<ProviderInstance>> ProviderInstance::Open(
     std::shared_ptr<PluginLibrary> library, const tier_host_services* host,
     const std::string& namespace_id, const ProviderOptions& options) {
+  // Held before the provider sees the table: an open that returns after its caller gave up still
+  // finds it (and inert services, once their owner is gone).
+  std::shared_ptr<const void> services = HostServices::Retain(host);
   std::vector<tier_option> raw;
   raw.reserve(options.size());
   for (const auto& [key, value] : options) raw.push_back({key.c_str(), value.c_str()});
@@ -87,7 +91,14 @@ Result<std::unique_ptr<ProviderInstance>> ProviderInstance::Open(
   result->library_ = std::move(library);
   result->instance_ = instance;
   result->namespace_id_ = namespace_id;
+  result->services_ = std::move(services);
   return result;
+}
+
+void ProviderInstance::Abandon() {
+  instance_ = nullptr;
+  // The provider may call its services from threads of its own for ever: never released.
+  if (services_ != nullptr) new std::shared_ptr<const void>(std::move(services_));
 }
 
 ProviderInstance::~ProviderInstance() {

@@ -1,5 +1,6 @@
 // startup.cc -- Host::Open's provider part: load and open the provider under a deadline, learn
 // what it offers, and re-adopt the checkpoints it still holds (a restart).
+#include <tier/host/host_services.h>
 #include <tier/host/identity.h>
 #include <tier/host/log.h>
 #include <tier/host/plugin_loader.h>
@@ -24,7 +25,9 @@ Result<std::unique_ptr<ProviderInstance>> OpenWithin(std::shared_ptr<PluginLibra
   using Opened = Result<std::unique_ptr<ProviderInstance>>;
   auto promise = std::make_shared<std::promise<Opened>>();
   std::future<Opened> future = promise->get_future();
-  std::thread([promise, library, host, namespace_id, options] {
+  // The services stay valid for the thread even when it outlives this call (and the Host).
+  std::thread([promise, library, host, keep = HostServices::Retain(host), namespace_id, options] {
+    (void)keep;
     promise->set_value(ProviderInstance::Open(library, host, namespace_id, options));
   }).detach();
   if (future.wait_for(std::chrono::nanoseconds(timeout_ns)) != std::future_status::ready) {

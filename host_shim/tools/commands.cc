@@ -6,11 +6,13 @@
 #include <tier/host/format.h>
 #include <tier/host/host.h>
 #include <tier/host/host_services.h>
+#include <tier/host/identity.h>
 #include <tier/host/log.h>
 #include <tier/host/metrics_registry.h>
 #include <tier/host/metrics_server.h>
 #include <tier/host/plugin_loader.h>
 #include <tier/host/provider_instance.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -26,15 +28,41 @@
 #include "offered_load.h"
 #include "replay.h"
 #include "report.h"
+#include "run_dirs.h"
 
 namespace tier {
 namespace {
 
+// SIGINT/SIGTERM: the first stops the replay (what is in flight completes, a partial report), the
+// second stops waiting for what is in flight (the partial report is still written, then the
+// process leaves without closing the provider), a third leaves at once.
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_hurry{false};
+std::atomic<int> g_signals{0};
+static_assert(std::atomic<int>::is_always_lock_free);  // async-signal-safe
 
 void OnStopSignal(int) {
-  g_stop.store(true);
-  ::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+  const int seen = g_signals.fetch_add(1) + 1;
+  if (seen == 1) g_stop.store(true);
+  if (seen == 2) g_hurry.store(true);
+  if (seen >= 3) ::_exit(kExitInterrupted);
+}
+
+void CatchStopSignals() {
+  g_stop.store(false);
+  g_hurry.store(false);
+  g_signals.store(0);
+  struct sigaction action {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+void DefaultStopSignals() {
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
 }
 
 int Fail(int code, const std::string& message) {
@@ -140,6 +168,7 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   run.label = host.value()->provider_name();
   run.prefetch_lead_s = in.replay->prefetch_lead_s;
   run.stop = &g_stop;
+  run.hurry = &g_hurry;
   run.clock = in.replay->clock == "wall" ? sim::ReplayOptions::Clock::kWall
                                          : sim::ReplayOptions::Clock::kVirtual;
   run.time_scale = in.replay->time_scale;
@@ -156,6 +185,14 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   report.restore_cost = model ? cost_text.str() : "measured";
   report.trace_time_scale = in.setup->loaded.time_scale;
   report.trace_time_scale_how = in.setup->loaded.time_scale_how;
+  if (g_hurry.load()) {
+    // A second signal: the provider may still work on what is in flight. Nothing is closed or
+    // freed under it; the caller writes the report and leaves.
+    (void)host.value().release();
+    (void)pool.value().release();
+    new std::shared_ptr<device::TransferEngine>(engine.value());
+    return report;
+  }
   host.value().reset();  // closes the provider before the pool goes
   return report;
 }
@@ -219,9 +256,7 @@ Result<ReplaySetup> PrepareReplay(const ServerConfig& config, const ReplayConfig
 }  // namespace
 
 std::string NamespaceFor(const ServerConfig& config, const ModelProfile& profile) {
-  return !config.namespace_id.empty()
-             ? config.namespace_id
-             : profile.LayoutFingerprint() + "/scale" + std::to_string(config.bytes_scale);
+  return CheckpointNamespace(config.namespace_id, profile, config.bytes_scale);
 }
 
 int RunCheckCommand(const ServerConfig& config) {
@@ -269,16 +304,14 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
                            config.metrics_addr.substr(0, config.metrics_addr.rfind(':')) + ":" +
                            std::to_string(server->port()) + "/metrics");
   }
-  g_stop.store(false);
-  ::signal(SIGINT, OnStopSignal);
-  ::signal(SIGTERM, OnStopSignal);
+  CatchStopSignals();
   RunInputs in{
       &config,  &replay_config, &setup.value(), choice.value().plugin, choice.value().options,
       &metrics, server.get()};
   auto run = ReplayOnce(in);
   if (!run.ok()) return Fail(kExitUsage, run.status().message());
   std::unique_ptr<sim::ReplayReport> compare;
-  if (replay_config.compare_null && !g_stop.load()) {
+  if (replay_config.compare_null && !g_stop.load() && !g_hurry.load()) {
     MetricsRegistry null_metrics;  // the comparison run stays out of /metrics
     RunInputs null_in = in;
     null_in.plugin = "null";
@@ -289,13 +322,19 @@ int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay_conf
     if (!null_run.ok()) return Fail(kExitUsage, null_run.status().message());
     compare = std::make_unique<sim::ReplayReport>(null_run.take());
   }
-  ::signal(SIGINT, SIG_DFL);
-  ::signal(SIGTERM, SIG_DFL);
   sim::PrintReport(std::cout, run.value(), compare.get());
   if (!replay_config.report_json.empty()) {
     Status written = sim::WriteReportJson(replay_config.report_json, run.value(), compare.get());
     if (!written.ok()) return Fail(kExitUsage, written.message());
   }
+  if (g_hurry.load()) {
+    std::cout.flush();
+    std::fprintf(stderr,
+                 "tier-host: interrupted twice: the report covers the requests completed; "
+                 "what was in flight was not waited for\n");
+    std::_Exit(kExitInterrupted);
+  }
+  DefaultStopSignals();
   if (replay_config.linger && server && !g_stop.load()) {
     Log(TIER_LOG_INFO, "replay done; serving /metrics until SIGINT or SIGTERM (--linger)");
     WaitForSignal();
@@ -395,7 +434,7 @@ int RunComparePoliciesCommand(const ServerConfig& config, const ReplayConfig& re
   if (!config.cold_kv_dir.has_value() || config.cold_kv_dir->empty()) {
     return Fail(kExitUsage,
                 "compare-policies needs --cold-kv-dir DIR: each run uses a fresh directory "
-                "under it (DIR/compare-POLICY-SIZE, removed after the run)");
+                "under it (DIR/compare-POLICY-SIZE, created by it and removed after the run)");
   }
   auto setup = PrepareReplay(config, replay_config);
   if (!setup.ok()) return Fail(kExitUsage, setup.status().message());
@@ -403,9 +442,7 @@ int RunComparePoliciesCommand(const ServerConfig& config, const ReplayConfig& re
   ReplayConfig replay = replay_config;
   if (replay.restore_cost.empty()) replay.restore_cost = "model";
   replay.compare_null = false;
-  g_stop.store(false);
-  ::signal(SIGINT, OnStopSignal);
-  ::signal(SIGTERM, OnStopSignal);
+  CatchStopSignals();
   std::cout << "compare-policies: " << loaded.workload.name << " ("
             << loaded.workload.requests.size() << " requests), Device " << config.device_kv_mib
             << " MiB, Host " << config.host_kv_mib << " MiB, " << config.max_concurrency
@@ -427,8 +464,8 @@ int RunComparePoliciesCommand(const ServerConfig& config, const ReplayConfig& re
       run_config.cold_kv_gib = gib;
       const std::filesystem::path dir =
           std::filesystem::path(*config.cold_kv_dir) / ("compare-" + name + "-" + Num(gib, 0));
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
+      auto made = MakeRunDirectory(dir);
+      if (!made.ok()) return Fail(kExitUsage, made.message());
       run_config.cold_kv_dir = dir.string();
       auto choice = ChooseProvider(run_config);
       if (!choice.ok()) return Fail(kExitUsage, choice.status().message());
@@ -437,7 +474,13 @@ int RunComparePoliciesCommand(const ServerConfig& config, const ReplayConfig& re
           &run_config, &replay, &setup.value(), choice.value().plugin, choice.value().options,
           &metrics,    nullptr};
       auto run = ReplayOnce(in);
-      std::filesystem::remove_all(dir, ec);
+      if (g_hurry.load() && run.ok()) {
+        runs.push_back({gib, name, run.take()});
+        break;  // the provider was left running on `dir`: it stays
+      }
+      if (Status removed = RemoveRunDirectory(dir); !removed.ok()) {
+        Log(TIER_LOG_WARN, "compare-policies: " + removed.message());
+      }
       if (!run.ok()) return Fail(kExitUsage, run.status().message());
       if (!run.value().restore_exact) {
         return Fail(kExitFailed, "a restored checkpoint did not match its bytes (" + name + ")");
@@ -445,13 +488,16 @@ int RunComparePoliciesCommand(const ServerConfig& config, const ReplayConfig& re
       runs.push_back({gib, name, run.take()});
     }
   }
-  ::signal(SIGINT, SIG_DFL);
-  ::signal(SIGTERM, SIG_DFL);
   PrintCompareTable(std::cout, runs);
   if (!replay.report_json.empty()) {
     Status written = sim::WriteReportText(replay.report_json, CompareJson(runs).dump(2) + "\n");
     if (!written.ok()) return Fail(kExitUsage, written.message());
   }
+  if (g_hurry.load()) {
+    std::cout.flush();
+    std::_Exit(kExitInterrupted);
+  }
+  DefaultStopSignals();
   if (g_stop.load()) return Fail(kExitInterrupted, "interrupted: the table covers the runs done");
   return kExitOk;
 }

@@ -14,8 +14,7 @@ constexpr int kExitFailed = 1;         // the provider misbehaved / the job fail
 constexpr int kExitUsage = 2;          // bad flags, a plugin that cannot load or open
 constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM stopped a replay (partial report)
 
-// The namespace a replay (or gc) works in: --namespace, else the profile's layout fingerprint and
-// the bytes scale.
+// The namespace a replay (or gc) works in: CheckpointNamespace(--namespace, profile, bytes scale).
 std::string NamespaceFor(const ServerConfig& config, const ModelProfile& profile);
 
 // --check: exercise one provider through every ABI operation.

@@ -57,11 +57,19 @@ int RunGcCommand(const ServerConfig& config, const GcConfig& gc) {
   if (!profile.ok()) return Fail(kExitUsage, profile.status().message());
   auto choice = ChooseProvider(config);
   if (!choice.ok()) return Fail(kExitUsage, choice.status().message());
+  if (choice.value().plugin == "null") {
+    return Fail(kExitUsage,
+                "no cold tier to collect: give --cold-kv-dir DIR (the disk provider) or "
+                "--tier-plugin NAME with its --tier-opt options");
+  }
   MetricsRegistry metrics;
   HostServices host(&metrics);
   const std::string path = ResolvePluginPath(choice.value().plugin);
   auto library = PluginLibrary::Load(path, host.table());
   if (!library.ok()) return Fail(kExitUsage, library.status().message());
+  if (std::string(library.value()->name()) == "null") {
+    return Fail(kExitUsage, "no cold tier to collect: " + path + " is the null provider");
+  }
   const std::string ns = NamespaceFor(config, profile.value());
   auto instance = ProviderInstance::Open(library.value(), host.table(), ns, choice.value().options);
   if (!instance.ok()) {
@@ -94,6 +102,14 @@ int RunGcCommand(const ServerConfig& config, const GcConfig& gc) {
     removed_bytes += e.stored_bytes;
     std::cout << (gc.dry_run ? "would remove " : "removed ") << KeyHex(e.key) << "  last used "
               << Age(LastUse(e), now_ns) << "  " << FormatBytes(e.stored_bytes) << " stored\n";
+  }
+  if (entries.empty()) {
+    std::cout << "gc: nothing stored under namespace '" << EscapeForLog(ns) << "' on "
+              << library.value()->name()
+              << "; removed nothing (the namespace comes from --namespace, --model-profile and "
+                 "--bytes-scale: give the ones the servers use)\n";
+    instance.value()->Close();
+    return kExitOk;
   }
   std::cout << "gc: namespace '" << EscapeForLog(ns) << "' on " << library.value()->name() << ": "
             << entries.size() << " checkpoint(s); " << (gc.dry_run ? "would remove " : "removed ")

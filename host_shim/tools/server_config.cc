@@ -60,8 +60,11 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--namespace", c.namespace_id,
-                 "Model/layout fingerprint; checkpoints of another namespace are never served "
-                 "(default: derived from the model profile and --bytes-scale)");
+                 "A label for this fleet's checkpoints; the namespace used is "
+                 "LABEL/<the model profile's layout fingerprint>/scale<--bytes-scale> (without "
+                 "it: the fingerprint and scale alone), so servers of another layout or scale "
+                 "never share checkpoints; checkpoints of another namespace are never served")
+      ->type_name("LABEL");
   app.add_option("--log-level", c.log_level, "debug, info, warn or error")
       ->capture_default_str()
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
@@ -93,7 +96,7 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
                  "Deadline of every provider operation; past it the request prefills from the "
                  "root (reason timeout) and the operation's buffers stay pinned until it ends")
       ->capture_default_str()
-      ->check(CLI::Range(0.001, 3600.0));
+      ->check(NumberInRange(0.001, 3600, "seconds"));
   app.add_flag(
       "--check", c.check,
       "Load and open the provider, print its name, version and negotiated ABI, then "

@@ -1,5 +1,7 @@
 // tier-host: a runnable stand-in server. Loads a tier provider through the C ABI and checks it
 // (--check), or replays a workload through the catalog, the planner and the provider (replay).
+#include <signal.h>
+
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -12,6 +14,9 @@
 #include "server_config.h"
 
 int main(int argc, char** argv) {
+  // A peer that hangs up (a /metrics client, a librados socket) must cost an EPIPE, not the
+  // process (host.h, SIGNALS).
+  ::signal(SIGPIPE, SIG_IGN);
   tier::ServerConfig config;
   tier::ReplayConfig replay_config;
   CLI::App app{
@@ -33,7 +38,10 @@ int main(int argc, char** argv) {
   CLI::App* gc = app.add_subcommand(
       "gc",
       "Remove the least recently used checkpoints of the namespace from the cold tier until it "
-      "stores at most --keep-gib (an operator's command; safe while servers restore)");
+      "stores at most --keep-gib (an operator's command). On a shared provider (rados) it may run "
+      "while servers use the tier: a removed checkpoint is a miss for them, a restore in flight "
+      "completes. The disk provider's directory is locked by the server using it: stop that "
+      "server first (gc is refused, BUSY, while it runs)");
   tier::AddGcFlags(*gc, gc_config);
   tier::CompareConfig compare_config;
   CLI::App* compare = app.add_subcommand(
@@ -49,7 +57,9 @@ int main(int argc, char** argv) {
       "\n       tier-host [server flags] compare-policies [replay flags] [--policies L] "
       "[--cold-sizes-gib L]\n"
       "Exit status: 0 success, 1 the provider or job failed, 2 bad usage or a plugin that cannot "
-      "be loaded or opened, 130 a replay stopped by SIGINT/SIGTERM (partial report).\nExamples:\n"
+      "be loaded or opened (gc: also no cold tier), 130 a replay stopped by SIGINT/SIGTERM "
+      "(partial report; a second signal stops waiting for what is in flight, the partial report "
+      "is still written; a third leaves at once).\nExamples:\n"
       "  tier-host --tier-plugin disk --tier-opt dir=/var/tmp/cold --tier-opt capacity_gib=1 "
       "--check\n"
       "  tier-host --cold-kv-dir ~/cold --cold-kv-gib 200 --bytes-scale 1000 replay --workload "

@@ -120,7 +120,7 @@ Result<FetchedHeader> RadosProvider::ReadHeader(const KeyBytes& key, uint64_t de
   }
   auto header = std::make_shared<Header>();
   std::string why;
-  if (!ParseHeader(content, header.get(), &why) || header->key != key) {
+  if (!ParseHeader(content, sealer_, header.get(), &why) || header->key != key) {
     return Status::DataLoss("rados: header '" + oid + "' is damaged (" +
                             (why.empty() ? "another key" : why) + ")");
   }

@@ -74,6 +74,9 @@ Status Cluster::Configure(const RadosOptions& o) {
       // The provider reports through the host's log; librados must not write to its stderr.
       {"log_to_stderr", "false"},
       {"err_to_stderr", "false"},
+      // No admin socket unless asked: any local user could talk to it, and a client that hangs
+      // up before the answer raised SIGPIPE in the server (issue 26).
+      {"admin_socket", o.admin_socket},
   };
   for (const auto& [name, value] : settings) {
     if (const int rc = rados_conf_set(cluster_, name, value.c_str()); rc < 0) {

@@ -1,7 +1,5 @@
 #include "codec.h"
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
-#include <xxhash.h>
 #include <zstd.h>
 
 #include <memory>
@@ -17,16 +15,6 @@ struct DCtxFree {
 };
 
 }  // namespace
-
-uint64_t ChunkChecksum(const ChunkBinding& binding, std::span<const uint8_t> logical) {
-  uint8_t header[kChunkHeaderBytes];
-  EncodeChunkHeader(binding, header);
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  XXH3_64bits_update(&state, header, kChunkChecksumOffset);
-  XXH3_64bits_update(&state, logical.data(), logical.size());
-  return XXH3_64bits_digest(&state);
-}
 
 uint64_t CompressBound(uint64_t bytes) {
   return ZSTD_compressBound(bytes);

@@ -1,7 +1,5 @@
-// codec.h -- per-chunk checksums and zstd. The checksum of a chunk is XXH3-64 over the first 88
-// bytes of its chunk header (the binding: key, spill id, segment, chunk index, offset, lengths,
-// codec) followed by its logical bytes, so a chunk verifies only in its own place of its own
-// spill. Per-thread zstd contexts live as long as the thread. Any thread.
+// codec.h -- zstd for chunk payloads (a chunk's tag is format.h's PieceTag). Per-thread zstd
+// contexts live as long as the thread. Any thread.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +8,6 @@
 #include "format.h"
 
 namespace tier::rados {
-
-// The checksum of `binding` (its checksum field ignored) over `logical`.
-uint64_t ChunkChecksum(const ChunkBinding& binding, std::span<const uint8_t> logical);
 
 // Upper bound of a compressed chunk of `bytes`.
 uint64_t CompressBound(uint64_t bytes);

@@ -1,6 +1,5 @@
 #include "format.h"
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 
 #include <cstring>
@@ -56,34 +55,38 @@ std::vector<std::string_view> Split(std::string_view text) {
   return parts;
 }
 
-// Header fixed-part offsets.
+// Header fixed-part offsets (kHeaderSealOffset: the seal).
 enum : uint32_t {
   kOffVersion = 8,
   kOffFlags = 12,
-  kOffChecksum = 16,
-  kOffContentBytes = 24,
-  kOffSpillId = 32,
-  kOffCreated = 40,
-  kOffLogical = 48,
-  kOffStored = 56,
-  kOffObjectBytes = 64,
-  kOffSegmentCount = 68,
-  kOffChunkCount = 72,
-  kOffPrefixBytes = 76,
-  kOffNamespaceBytes = 80,
-  kOffInlineBytes = 88,
-  kOffKey = 96,
+  kOffContentBytes = 48,
+  kOffSpillId = 56,
+  kOffCreated = 64,
+  kOffLogical = 72,
+  kOffStored = 80,
+  kOffObjectBytes = 88,
+  kOffSegmentCount = 92,
+  kOffChunkCount = 96,
+  kOffPrefixBytes = 100,
+  kOffNamespaceBytes = 104,
+  kOffInlineBytes = 112,
+  kOffKey = 128,
 };
+static_assert(kHeaderSealOffset + kSealBytes == kOffContentBytes);
 static_assert(kOffKey + TIER_KEY_BYTES == kFixedHeaderBytes);
 
-uint64_t HeaderChecksum(std::span<const uint8_t> bytes) {
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  const uint8_t zero[8] = {};
-  XXH3_64bits_update(&state, bytes.data(), kOffChecksum);
-  XXH3_64bits_update(&state, zero, sizeof(zero));
-  XXH3_64bits_update(&state, bytes.data() + kOffChecksum + 8, bytes.size() - kOffChecksum - 8);
-  return XXH3_64bits_digest(&state);
+// Equal in a time independent of where they differ.
+template <size_t N>
+bool SameBytes(const std::array<uint8_t, N>& a, const std::array<uint8_t, N>& b) {
+  uint8_t diff = 0;
+  for (size_t i = 0; i < N; ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+Tag ReadTag(const uint8_t* p) {
+  Tag t;
+  std::memcpy(t.data(), p, kTagBytes);
+  return t;
 }
 
 bool Fail(std::string* why, std::string text) {
@@ -164,9 +167,12 @@ bool ParseHex64(std::string_view text, uint64_t* out) {
   return true;
 }
 
-std::string NamespaceTag(const std::string& prefix, const std::string& namespace_id) {
-  // Length-prefixed, so ("a/b", "c") and ("a", "b/c") differ.
-  std::string bound = std::to_string(prefix.size()) + ":" + prefix + namespace_id;
+std::string NamespaceTag(const std::string& prefix, const std::string& namespace_id,
+                         const std::string& key_id) {
+  // Length-prefixed, so ("a/b", "c") and ("a", "b/c") differ. The format version and the key id
+  // keep instances that cannot read each other's objects out of each other's namespace.
+  std::string bound = "format " + std::to_string(kFormatVersion) + " key " + key_id + " " +
+                      std::to_string(prefix.size()) + ":" + prefix + namespace_id;
   const XXH128_hash_t h = XXH3_128bits(bound.data(), bound.size());
   return "tier." + Hex64(h.high64) + Hex64(h.low64);
 }
@@ -209,7 +215,7 @@ uint64_t HeaderContentBytes(uint64_t namespace_bytes, uint64_t segment_count, ui
          chunk_count * kChunkRecordBytes + inline_bytes;
 }
 
-std::vector<uint8_t> EncodeHeader(const Header& h) {
+std::vector<uint8_t> EncodeHeader(const Header& h, const Sealer& sealer) {
   const uint64_t ns_bytes = h.prefix.size() + h.namespace_id.size();
   const uint64_t total =
       HeaderContentBytes(ns_bytes, h.segments.size(), h.chunks.size(), h.inline_bytes.size());
@@ -217,7 +223,7 @@ std::vector<uint8_t> EncodeHeader(const Header& h) {
   uint8_t* p = out.data();
   std::memcpy(p, kHeaderMagic, 8);
   Put32(p + kOffVersion, kFormatVersion);
-  Put32(p + kOffFlags, 0);
+  Put32(p + kOffFlags, sealer.keyed() ? kHeaderFlagKeyed : 0);
   Put64(p + kOffContentBytes, total);
   Put64(p + kOffSpillId, h.spill_id);
   Put64(p + kOffCreated, h.created_unix_ns);
@@ -243,21 +249,66 @@ std::vector<uint8_t> EncodeHeader(const Header& h) {
     Put32(q + 20, s.first_chunk);
     Put32(q + 24, s.chunk_count);
     Put64(q + 32, s.inline_offset);
+    std::memcpy(q + 40, s.tag.data(), kTagBytes);
     q += kSegmentRecordBytes;
   }
   for (const ChunkRecord& c : h.chunks) {
     Put32(q, c.logical_bytes);
     Put32(q + 4, c.stored_bytes);
     Put32(q + 8, c.codec);
-    Put64(q + 16, c.checksum);
+    std::memcpy(q + 16, c.tag.data(), kTagBytes);
     q += kChunkRecordBytes;
   }
   if (!h.inline_bytes.empty()) std::memcpy(q, h.inline_bytes.data(), h.inline_bytes.size());
-  Put64(p + kOffChecksum, HeaderChecksum(out));
+  const Seal seal = sealer.SealHeader(out, kHeaderSealOffset);
+  std::memcpy(p + kHeaderSealOffset, seal.data(), kSealBytes);
   return out;
 }
 
-bool ParseHeader(std::span<const uint8_t> bytes, Header* out, std::string* why) {
+namespace {
+
+// The tables after the fixed part and the namespace; `q` points at the first segment record.
+void ReadTables(const uint8_t* q, uint64_t segments, uint64_t chunks, uint64_t inline_bytes,
+                Header* h) {
+  h->segments.resize(segments);
+  for (SegmentRecord& s : h->segments) {
+    s.kind = Get32(q);
+    s.index = Get32(q + 4);
+    s.logical_bytes = Get64(q + 8);
+    s.storage = Get32(q + 16);
+    s.first_chunk = Get32(q + 20);
+    s.chunk_count = Get32(q + 24);
+    s.inline_offset = Get64(q + 32);
+    s.tag = ReadTag(q + 40);
+    q += kSegmentRecordBytes;
+  }
+  h->chunks.resize(chunks);
+  for (ChunkRecord& c : h->chunks) {
+    c.logical_bytes = Get32(q);
+    c.stored_bytes = Get32(q + 4);
+    c.codec = Get32(q + 8);
+    c.tag = ReadTag(q + 16);
+    q += kChunkRecordBytes;
+  }
+  h->inline_bytes.assign(q, q + inline_bytes);
+}
+
+// Every inline segment's bytes must carry the tag of its own binding: an inline segment swapped
+// with another, or copied from another checkpoint, fails here.
+bool CheckInlineTags(const Header& h, const Sealer& sealer, std::string* why) {
+  for (const SegmentRecord& s : h.segments) {
+    if (s.storage != kStorageInline) continue;
+    const std::span<const uint8_t> bytes(h.inline_bytes.data() + s.inline_offset, s.logical_bytes);
+    if (!SameBytes(PieceTag(sealer, InlineBinding(h, s), bytes), s.tag)) {
+      return Fail(why, "inline segment kind " + std::to_string(s.kind) + " index " +
+                           std::to_string(s.index) + " fails its tag");
+    }
+  }
+  return true;
+}
+
+// The fixed part's magic, version, length, flags and seal.
+bool CheckSealed(std::span<const uint8_t> bytes, const Sealer& sealer, std::string* why) {
   if (bytes.size() < kFixedHeaderBytes) return Fail(why, "shorter than the fixed header");
   const uint8_t* p = bytes.data();
   if (std::memcmp(p, kHeaderMagic, 8) != 0) return Fail(why, "bad magic");
@@ -267,7 +318,24 @@ bool ParseHeader(std::span<const uint8_t> bytes, Header* out, std::string* why) 
   if (Get64(p + kOffContentBytes) != bytes.size() || bytes.size() > kMaxHeaderBytes) {
     return Fail(why, "content length mismatch");
   }
-  if (Get64(p + kOffChecksum) != HeaderChecksum(bytes)) return Fail(why, "checksum mismatch");
+  if (Get32(p + kOffFlags) != (sealer.keyed() ? kHeaderFlagKeyed : 0u)) {
+    return Fail(why, sealer.keyed() ? "not sealed with an auth key" : "sealed with an auth key");
+  }
+  Seal stored{};
+  std::memcpy(stored.data(), p + kHeaderSealOffset, kSealBytes);
+  if (!SameBytes(stored, sealer.SealHeader(bytes, kHeaderSealOffset))) {
+    return Fail(why,
+                sealer.keyed() ? "seal mismatch (not sealed with this auth key)" : "seal mismatch");
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ParseHeader(std::span<const uint8_t> bytes, const Sealer& sealer, Header* out,
+                 std::string* why) {
+  if (!CheckSealed(bytes, sealer, why)) return false;
+  const uint8_t* p = bytes.data();
   const uint64_t segments = Get32(p + kOffSegmentCount), chunks = Get32(p + kOffChunkCount);
   const uint64_t prefix = Get32(p + kOffPrefixBytes), ns = Get32(p + kOffNamespaceBytes);
   const uint64_t inline_bytes = Get64(p + kOffInlineBytes);
@@ -289,29 +357,31 @@ bool ParseHeader(std::span<const uint8_t> bytes, Header* out, std::string* why) 
   q += prefix;
   h.namespace_id.assign(reinterpret_cast<const char*>(q), ns);
   q += ns;
-  h.segments.resize(segments);
-  for (SegmentRecord& s : h.segments) {
-    s.kind = Get32(q);
-    s.index = Get32(q + 4);
-    s.logical_bytes = Get64(q + 8);
-    s.storage = Get32(q + 16);
-    s.first_chunk = Get32(q + 20);
-    s.chunk_count = Get32(q + 24);
-    s.inline_offset = Get64(q + 32);
-    q += kSegmentRecordBytes;
-  }
-  h.chunks.resize(chunks);
-  for (ChunkRecord& c : h.chunks) {
-    c.logical_bytes = Get32(q);
-    c.stored_bytes = Get32(q + 4);
-    c.codec = Get32(q + 8);
-    c.checksum = Get64(q + 16);
-    q += kChunkRecordBytes;
-  }
-  h.inline_bytes.assign(q, q + inline_bytes);
-  if (!CheckTables(h, why)) return false;
+  ReadTables(q, segments, chunks, inline_bytes, &h);
+  if (!CheckTables(h, why) || !CheckInlineTags(h, sealer, why)) return false;
   *out = std::move(h);
   return true;
+}
+
+ChunkBinding InlineBinding(const Header& header, const SegmentRecord& s) {
+  ChunkBinding b;
+  b.key = header.key;
+  b.spill_id = header.spill_id;
+  b.kind = s.kind;
+  b.index = s.index;
+  b.chunk_index = 0;
+  b.seq = kInlineSeq;
+  b.offset = 0;
+  b.logical_bytes = static_cast<uint32_t>(s.logical_bytes);
+  b.stored_bytes = static_cast<uint32_t>(s.logical_bytes);
+  b.codec = kCodecRaw;
+  return b;
+}
+
+Tag PieceTag(const Sealer& sealer, const ChunkBinding& binding, std::span<const uint8_t> logical) {
+  uint8_t encoded[kChunkHeaderBytes];
+  EncodeChunkHeader(binding, encoded);
+  return sealer.TagPiece({encoded, kBindingBytes}, logical);
 }
 
 void EncodeChunkHeader(const ChunkBinding& b, uint8_t out[kChunkHeaderBytes]) {
@@ -328,7 +398,7 @@ void EncodeChunkHeader(const ChunkBinding& b, uint8_t out[kChunkHeaderBytes]) {
   Put64(out + 72, b.offset);
   Put32(out + 80, b.logical_bytes);
   Put32(out + 84, b.stored_bytes);
-  Put64(out + kChunkChecksumOffset, b.checksum);
+  std::memcpy(out + kBindingBytes, b.tag.data(), kTagBytes);
 }
 
 bool ParseChunkHeader(std::span<const uint8_t> bytes, ChunkBinding* out) {
@@ -345,15 +415,20 @@ bool ParseChunkHeader(std::span<const uint8_t> bytes, ChunkBinding* out) {
   out->offset = Get64(p + 72);
   out->logical_bytes = Get32(p + 80);
   out->stored_bytes = Get32(p + 84);
-  out->checksum = Get64(p + kChunkChecksumOffset);
+  if (Get64(p + 88) != 0) return false;  // reserved
+  out->tag = ReadTag(p + kBindingBytes);
   return true;
+}
+
+bool SameTag(const Tag& a, const Tag& b) {
+  return SameBytes(a, b);
 }
 
 bool SameBinding(const ChunkBinding& a, const ChunkBinding& b) {
   return a.key == b.key && a.spill_id == b.spill_id && a.kind == b.kind && a.index == b.index &&
          a.chunk_index == b.chunk_index && a.seq == b.seq && a.offset == b.offset &&
          a.logical_bytes == b.logical_bytes && a.stored_bytes == b.stored_bytes &&
-         a.codec == b.codec && a.checksum == b.checksum;
+         a.codec == b.codec && SameBytes(a.tag, b.tag);
 }
 
 }  // namespace tier::rados

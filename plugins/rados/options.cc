@@ -23,16 +23,20 @@ bool PlainText(std::string_view text, size_t max_bytes) {
 constexpr const char* kKnown =
     "conf, pool, client, keyring, capacity_bytes, capacity_gib, object_mib, queue_depth, "
     "compression, zstd_level, op_timeout_s, threads, lease_grace_s, sweep_interval_s, "
-    "namespace_prefix";
+    "namespace_prefix, auth_key_file, admin_socket";
 
 // Applies one option to `out`; `have_capacity` tracks capacity_bytes/capacity_gib.
 Status ApplyOption(std::string_view key, std::string_view value, RadosOptions* out,
                    bool* have_capacity) {
   int64_t i = 0;
   uint64_t u = 0;
-  if (key == "conf" || key == "keyring") {
+  if (key == "conf" || key == "keyring" || key == "auth_key_file" || key == "admin_socket") {
     if (value.empty() || !PlainText(value, 4000)) return Bad(key, "a file path", value);
-    (key == "conf" ? out->conf : out->keyring) = std::string(value);
+    std::string* field = key == "conf"            ? &out->conf
+                         : key == "keyring"       ? &out->keyring
+                         : key == "auth_key_file" ? &out->auth_key_file
+                                                  : &out->admin_socket;
+    *field = std::string(value);
   } else if (key == "pool") {
     if (value.empty() || !PlainText(value, 256)) return Bad(key, "a pool name", value);
     out->pool = std::string(value);

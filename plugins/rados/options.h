@@ -30,6 +30,8 @@ struct RadosOptions {
   uint32_t lease_grace_s = 300;     // a spill's lease older than this is dead (sweep rule)
   uint32_t sweep_interval_s = 300;  // periodic orphan sweep; 0 = only at open
   std::string namespace_prefix;     // put before the host's namespace (separate fleets, tests)
+  std::string auth_key_file;        // the fleet's secret: seals and tags keyed ("" = unkeyed)
+  std::string admin_socket;  // librados admin socket path ("" = none, whatever the conf says)
 
   // The cluster name of the client ("client.tier").
   std::string client_name() const { return "client." + client; }

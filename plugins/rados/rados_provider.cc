@@ -5,8 +5,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
+#include "catalog.h"
 #include "job.h"
 
 namespace tier::rados {
@@ -33,11 +35,13 @@ std::vector<ChunkPlace> ChunkPlaces(const Header& header) {
 }
 
 RadosProvider::RadosProvider(const tier_host_services* host, std::string namespace_id,
-                             RadosOptions options)
+                             RadosOptions options, Sealer sealer, RadosHooks hooks)
     : host_(host),
       namespace_id_(std::move(namespace_id)),
       options_(std::move(options)),
-      tag_(NamespaceTag(options_.namespace_prefix, namespace_id_)) {
+      sealer_(std::move(sealer)),
+      hooks_(std::move(hooks)),
+      tag_(NamespaceTag(options_.namespace_prefix, namespace_id_, sealer_.key_id())) {
   std::random_device device;
   rng_.seed((static_cast<uint64_t>(device()) << 32) ^ device() ^ UnixNowNs() ^
             (static_cast<uint64_t>(::getpid()) << 16));
@@ -45,15 +49,22 @@ RadosProvider::RadosProvider(const tier_host_services* host, std::string namespa
 
 Result<std::unique_ptr<RadosProvider>> RadosProvider::Open(const tier_host_services* host,
                                                            std::string namespace_id,
-                                                           std::span<const tier_option> options) {
+                                                           std::span<const tier_option> options,
+                                                           RadosHooks hooks) {
   Result<RadosOptions> parsed = ParseOptions(options);
   if (!parsed.ok()) return parsed.status();
   if (parsed->namespace_prefix.size() + namespace_id.size() > kMaxNamespaceBytes) {
     return Status::InvalidArgument("rados: namespace and namespace_prefix longer than " +
                                    std::to_string(kMaxNamespaceBytes) + " bytes");
   }
-  std::unique_ptr<RadosProvider> provider(
-      new RadosProvider(host, std::move(namespace_id), parsed.take()));
+  Sealer sealer;
+  if (!parsed->auth_key_file.empty()) {
+    Result<Sealer> keyed = Sealer::FromKeyFile(parsed->auth_key_file);
+    if (!keyed.ok()) return keyed.status();
+    sealer = keyed.take();
+  }
+  std::unique_ptr<RadosProvider> provider(new RadosProvider(
+      host, std::move(namespace_id), parsed.take(), std::move(sealer), std::move(hooks)));
   Status status = provider->Start();
   if (!status.ok()) return status;  // the destructor undoes what Start did
   return provider;
@@ -66,6 +77,7 @@ Status RadosProvider::Start() {
   if (!cluster.ok()) return cluster.status();
   cluster_ = cluster.take();
   aio_ = std::make_unique<Aio>(cluster_->io());
+  TIER_RETURN_IF_ERROR(CheckWriteAccess());
   reaper_ = std::make_unique<Reaper>(
       aio_.get(), [this](tier_log_level level, const std::string& m) { Log(level, m); });
   workers_ = std::make_unique<WorkQueue>("tier-rados-cpu", options_.threads);
@@ -77,12 +89,17 @@ Status RadosProvider::Start() {
   if (!sweep.ok()) return sweep.status().Annotate("rados: open: sweep");
   housekeeping_ = std::thread([this] { HousekeepingLoop(); });
   PublishUsage();
-  char line[1024];
+  const std::string seals =
+      sealer_.keyed() ? "sealed with the auth key (id " + sealer_.key_id() + ")"
+                      : "unsealed (no auth_key_file: a client with write access to the pool can "
+                        "forge checkpoints; README.md, 'What an attacker with pool write access "
+                        "can and cannot do')";
+  char line[1536];
   std::snprintf(
       line, sizeof(line),
       "rados: cold tier on pool '%s' (mon_host %s, %s, RADOS namespace %s): object=%u MiB "
       "queue_depth=%u compression=%s op_timeout_s=%u capacity=%llu bytes; limits %llu/%llu bytes "
-      "(%s); namespace holds %llu checkpoints (%llu bytes), %llu live spills; removed %llu "
+      "(%s); %s; namespace holds %llu checkpoints (%llu bytes), %llu live spills; removed %llu "
       "orphan objects of %llu dead spills%s",
       options_.pool.c_str(), cluster_->mon_host().c_str(), options_.client_name().c_str(),
       tag_.c_str(), options_.object_bytes >> 20, options_.queue_depth,
@@ -90,7 +107,8 @@ Status RadosProvider::Start() {
       static_cast<unsigned long long>(options_.capacity_bytes),
       static_cast<unsigned long long>(cluster_->limits().max_object_bytes),
       static_cast<unsigned long long>(cluster_->limits().max_write_bytes),
-      cluster_->limits().source.c_str(), static_cast<unsigned long long>(sweep->checkpoints),
+      cluster_->limits().source.c_str(), seals.c_str(),
+      static_cast<unsigned long long>(sweep->checkpoints),
       static_cast<unsigned long long>(sweep->stored_bytes),
       static_cast<unsigned long long>(sweep->live_spills),
       static_cast<unsigned long long>(sweep->orphan_objects),
@@ -98,6 +116,25 @@ Status RadosProvider::Start() {
       sweep->truncated ? " (sweep truncated: the rest at the next pass)" : "");
   Log(TIER_LOG_INFO, line);
   return Status::Ok();
+}
+
+Status RadosProvider::CheckWriteAccess() {
+  // assert_exists fails on an object that is never created, so with write caps nothing changes
+  // (ENOENT); without them the OSD refuses the op before looking (EPERM).
+  rados_write_op_t op = rados_create_write_op();
+  if (op == nullptr) return Status::Internal("rados: out of memory");
+  rados_write_op_assert_exists(op);
+  rados_write_op_setxattr(op, kXattrLease, "0", 1);
+  const int rc =
+      aio_->WriteSync("p.write-access-check", op, LIBRADOS_OPERATION_FULL_FORCE, Deadline());
+  if (rc == -ENOENT || rc == 0) return Status::Ok();
+  if (rc == -EPERM || rc == -EACCES) {
+    return Status::InvalidArgument("rados: " + options_.client_name() + " may not write to pool '" +
+                                   options_.pool + "' (" + Status::ErrnoText(-rc) +
+                                   "): a cold tier needs osd 'allow rw pool=" + options_.pool +
+                                   "' (ceph auth caps)");
+  }
+  return FromRados(rc, "open: check write access to pool '" + options_.pool + "'");
 }
 
 RadosProvider::~RadosProvider() {

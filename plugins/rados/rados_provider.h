@@ -15,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -53,6 +54,13 @@ struct SweepReport {
   bool truncated = false;       // stopped at kSweepMaxObjects or the time bound
 };
 
+// Test seams: called at fixed points of the pipelines, on the thread that runs them (a test may
+// block there to hold a spill at that point deterministically). Empty: nothing is called.
+struct RadosHooks {
+  // A spill whose chunks are written and whose lease was found fresh, before its header publish.
+  std::function<void(const KeyBytes& key)> before_publish;
+};
+
 // A header as read from the cluster, with its xattrs.
 struct FetchedHeader {
   std::shared_ptr<const Header> header;
@@ -71,7 +79,8 @@ class RadosProvider {
   // Opens an instance (see tier_provider.open): connects, checks the limits, sweeps once.
   static Result<std::unique_ptr<RadosProvider>> Open(const tier_host_services* host,
                                                      std::string namespace_id,
-                                                     std::span<const tier_option> options);
+                                                     std::span<const tier_option> options,
+                                                     RadosHooks hooks = {});
   ~RadosProvider();  // Close()
   // Cancels queued work, waits (bounded by op_timeout_s and a margin) for what is in flight,
   // disconnects. Owner thread, once, never inside a completion callback.
@@ -103,8 +112,12 @@ class RadosProvider {
   struct RestoreJob;
 
  private:
-  RadosProvider(const tier_host_services* host, std::string namespace_id, RadosOptions options);
+  RadosProvider(const tier_host_services* host, std::string namespace_id, RadosOptions options,
+                Sealer sealer, RadosHooks hooks);
   Status Start();
+  // A write op the OSDs refuse without write caps and that changes nothing with them: at open,
+  // so a read-only client fails there, not at every spill.
+  Status CheckWriteAccess();
   void Log(tier_log_level level, const std::string& message) const;
   uint64_t Deadline() const;  // now + op_timeout_s + 1 s (monotonic)
   static uint64_t UnixNowNs();
@@ -144,6 +157,9 @@ class RadosProvider {
   Status WriteChunks(SpillJob* job);  // every chunk written, the lease fresh enough to publish
   void SpillChunk(SpillJob* job, uint32_t seq);
   Status PublishHeader(SpillJob* job, bool* maybe_written);
+  // After the publish: the lease must still exist, else a sweep may have judged the spill dead
+  // and removed its chunks before the header landed; the header is then withdrawn.
+  Status RecheckLeaseAfterPublish(SpillJob* job);
   void AbandonSpill(SpillJob* job, bool header_maybe_written);
   // Rewrites the lease's time, asynchronously (at most one in flight); `wait` waits for it.
   void RefreshLease(SpillJob* job, bool wait);
@@ -161,6 +177,8 @@ class RadosProvider {
   const tier_host_services* host_;
   const std::string namespace_id_;
   const RadosOptions options_;
+  const Sealer sealer_;
+  const RadosHooks hooks_;
   const std::string tag_;  // the RADOS namespace
   std::unique_ptr<RadosMetrics> metrics_;
   std::unique_ptr<Cluster> cluster_;

@@ -1,9 +1,10 @@
 // restore: at acceptance the header (cached by stat/plan_restore/spill, else read) fixes the
 // segment table the caller must match and is pinned; on a runner, inline segments are copied
-// out of the header and every chunk object is read straight into the caller's buffer (compressed
-// ones through a staging buffer) with up to queue_depth reads in flight, and verified on the
-// workers: exact size, the binding of its chunk header (key, spill id, segment, chunk index,
-// offset, lengths, codec) and the checksum the header recorded. A chunk that is missing, short or
+// out of the header (their tags were verified when it was parsed) and every chunk object is read
+// straight into the caller's buffer (compressed ones through a staging buffer) with up to
+// queue_depth reads in flight, and verified on the workers: exact size, the binding of its chunk
+// header (key, spill id, segment, chunk index, offset, lengths, codec) and the tag the header
+// recorded. A chunk that is missing, short or
 // fails verification is never served: if the header is gone or holds another spill meanwhile the
 // checkpoint was removed or replaced (NOT_FOUND, or one retry on the replacement); if the header
 // still holds this spill the checkpoint is damaged: DATA_LOSS, and it is removed.
@@ -169,7 +170,7 @@ void RadosProvider::RestoreChunk(RestoreJob* job, uint32_t seq) {
   want.logical_bytes = record.logical_bytes;
   want.stored_bytes = record.stored_bytes;
   want.codec = record.codec;
-  want.checksum = record.checksum;
+  want.tag = record.tag;
   const std::string oid = ChunkName(job->key, h.spill_id, seq);
   auto suspect = [job, oid](const std::string& what) {
     {
@@ -195,8 +196,8 @@ void RadosProvider::RestoreChunk(RestoreJob* job, uint32_t seq) {
         suspect("belongs to another place, spill or key");
       } else if (compressed && !Decompress(state->staging, logical)) {
         suspect("holds a damaged zstd frame");
-      } else if (ChunkChecksum(want, logical) != want.checksum) {
-        suspect("fails its checksum");
+      } else if (!SameTag(PieceTag(sealer_, want, logical), want.tag)) {
+        suspect("fails its tag");
       }
     }
     if (compressed) window_->Release();  // the staging buffer is gone now

@@ -222,8 +222,8 @@ void RadosProvider::SpillChunk(SpillJob* job, uint32_t seq) {
       payload = frame.data();
     }
   }
-  b.checksum = ChunkChecksum(b, {src, place.logical_bytes});
-  job->header.chunks[seq] = {b.logical_bytes, b.stored_bytes, b.codec, b.checksum};
+  b.tag = PieceTag(sealer_, b, {src, place.logical_bytes});
+  job->header.chunks[seq] = {b.logical_bytes, b.stored_bytes, b.codec, b.tag};
   uint8_t chunk_header[kChunkHeaderBytes];
   EncodeChunkHeader(b, chunk_header);
   rados_write_op_t op = rados_create_write_op();
@@ -258,7 +258,7 @@ Status RadosProvider::PublishHeader(SpillJob* job, bool* maybe_written) {
                                h.chunks.size(), h.inline_bytes.size());
   h.stored_bytes = stored;
   h.created_unix_ns = UnixNowNs();
-  const std::vector<uint8_t> content = EncodeHeader(h);
+  const std::vector<uint8_t> content = EncodeHeader(h, sealer_);
   const std::string spill = Hex64(h.spill_id);
   const std::string chunks = std::to_string(h.chunks.size());
   const std::string stored_text = std::to_string(stored);
@@ -280,6 +280,27 @@ Status RadosProvider::PublishHeader(SpillJob* job, bool* maybe_written) {
   // A full pool refuses before applying anything; any other failure may have landed.
   *maybe_written = rc != -EDQUOT && rc != -ENOSPC;
   return FromRados(rc, "publish header '" + oid + "'");
+}
+
+Status RadosProvider::RecheckLeaseAfterPublish(SpillJob* job) {
+  // A sweep removes a lease before it reads the header (README.md, "The sweep rule"). The lease
+  // still there now: any sweep that removes it later finds this header and keeps the chunks.
+  // Gone: a sweep may have found no header and removed the chunks, so the header is withdrawn.
+  const std::string lease = LeaseName(job->key, job->header.spill_id);
+  rados_read_op_t op = rados_create_read_op();
+  if (op == nullptr) return Status::Internal("rados: out of memory");
+  rados_read_op_assert_exists(op);
+  const int rc = aio_->ReadSync(lease, op, 0, Deadline());
+  if (rc == 0) return Status::Ok();
+  const Status withdrawn = RemoveHeaderIf(job->key, job->header.spill_id, Deadline());
+  if (rc == -ENOENT) {
+    return Status::IoError(
+        "rados: the spill's lease was removed by a sweep before its header landed (held past "
+        "lease_grace_s?); header " +
+        std::string(withdrawn.ok() ? "withdrawn" : "withdrawal failed: " + withdrawn.ToString()));
+  }
+  return FromRados(rc, "check the lease after publishing (header withdrawn: " +
+                           std::string(withdrawn.ok() ? "yes" : withdrawn.ToString()) + ")");
 }
 
 void RadosProvider::AbandonSpill(SpillJob* job, bool header_maybe_written) {
@@ -347,8 +368,11 @@ Status RadosProvider::WriteChunks(SpillJob* job) {
     const SegmentRecord& r = j.header.segments[s];
     const auto* data = static_cast<const uint8_t*>(j.segments[s].data);
     j.sources[s] = data;
-    if (r.storage == kStorageInline && r.logical_bytes > 0) {
+    if (r.storage == kStorageInline) {
       j.header.inline_bytes.insert(j.header.inline_bytes.end(), data, data + r.logical_bytes);
+      // Bound to its key, spill and place as a chunk is (spill id known now).
+      j.header.segments[s].tag =
+          PieceTag(sealer_, InlineBinding(j.header, r), {data, r.logical_bytes});
     }
   }
   j.places = ChunkPlaces(j.header);
@@ -390,7 +414,12 @@ void RadosProvider::RunSpill(SpillJob* job) {
   } else if (status = BeginSpill(job); status.ok() || status.code() != TIER_ALREADY_EXISTS) {
     after = After::kAbandon;
     if (status.ok()) status = WriteChunks(job);
+    if (status.ok() && hooks_.before_publish) hooks_.before_publish(job->key);
     if (status.ok()) status = PublishHeader(job, &maybe_written);
+    if (status.ok()) {
+      status = RecheckLeaseAfterPublish(job);
+      maybe_written = !status.ok();  // withdrawn, or unknown: cleanup checks the header again
+    }
     if (status.ok()) after = After::kDropLease;
     if (maybe_written) after = After::kAbandonMaybePublished;
   }

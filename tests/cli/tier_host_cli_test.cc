@@ -2,6 +2,11 @@
 // line naming the path and the cause; --check against the null provider exits 0. Every number a
 // user types, every trace, profile and report path is checked before the run (exit 2 naming the
 // flag or file and the value as typed), and no value can forge a log line.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -146,6 +151,12 @@ TEST(TierHostCli, OutOfRangeNumbersExit2NamingFlagValueAndRange) {
       {"--trace-time-scale", "nan", "from 0.0001 to 10000", true},
       {"--wait-for-scrape", "1e309", "from 0 to 3600", true},
       {"--seed", "-1", "from 0 to 18446744073709551615", true},
+      // Issue 26, 6: NaN passed CLI::Range (every comparison with it is false).
+      {"--provider-timeout-s", "nan", "from 0.001 to 3600", false},
+      {"--provider-timeout-s", "inf", "from 0.001 to 3600", false},
+      {"--provider-timeout-s", "-inf", "from 0.001 to 3600", false},
+      {"--cold-read-gbps", "nan", "from 0.01 to 1000", true},
+      {"--think-s", "inf", "from 0.001 to 86400", true},
   };
   ScopedTempDir dir;
   for (const Case& c : cases) {
@@ -259,6 +270,91 @@ TEST(TierHostCli, ControlCharactersInValuesCannotForgeLogLines) {
   }
   EXPECT_NE(r.err.find("namespace ns\\n" + forged), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("/c\\n" + forged + "\\t\\x1b[31m"), std::string::npos) << r.err;
+}
+
+// Issue 26, 3: --namespace is a label; the namespace used carries the layout and the bytes scale,
+// so two servers of one label but another scale never share (or judge) each other's checkpoints.
+TEST(TierHostCli, NamespaceCarriesTheLayoutAndTheBytesScale) {
+  const CommandResult a = SmallReplay({"--namespace", "fleet", "--bytes-scale", "1000"}, {});
+  const CommandResult b = SmallReplay({"--namespace", "fleet", "--bytes-scale", "500"}, {});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(a.err.find("namespace fleet/qwen3.8-27b"), std::string::npos) << a.err;
+  EXPECT_NE(a.err.find("/scale1000,"), std::string::npos) << a.err;
+  EXPECT_NE(b.err.find("/scale500,"), std::string::npos) << b.err;
+}
+
+// Issue 26, 8: gc without a cold tier is a usage error; gc of a namespace nothing is stored under
+// says so (a wrong --namespace, --model-profile or --bytes-scale), and removes nothing.
+TEST(TierHostCli, GcWithoutAColdTierExits2AndAnEmptyNamespaceSaysSo) {
+  const CommandResult none = RunCommand({TIER_HOST, "gc", "--keep-gib", "0"});
+  EXPECT_EQ(none.exit_code, 2) << none.out << none.err;
+  EXPECT_NE(none.err.find("no cold tier"), std::string::npos) << none.err;
+  const CommandResult null_plugin =
+      RunCommand({TIER_HOST, "--tier-plugin", NULL_PLUGIN, "gc", "--keep-gib", "0"});
+  EXPECT_EQ(null_plugin.exit_code, 2) << null_plugin.err;
+  ScopedTempDir dir;
+  const std::string cold = dir.path() + "/cold";
+  ASSERT_EQ(SmallReplay({"--cold-kv-dir", cold, "--namespace", "stored"}, {}).exit_code, 0);
+  const CommandResult other = RunCommand({TIER_HOST, "--cold-kv-dir", cold, "--bytes-scale", "1000",
+                                          "--namespace", "typo", "gc", "--keep-gib", "0"});
+  EXPECT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_NE(other.out.find("nothing stored under namespace 'typo/"), std::string::npos)
+      << other.out;
+  const CommandResult help = RunCommand({TIER_HOST, "gc", "--help"});
+  EXPECT_EQ(help.out.find("safe while servers restore"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("On a shared provider (rados)"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("stop that server first"), std::string::npos) << help.out;
+}
+
+// compare-policies with one small run: the value policy at 1 GiB.
+CommandResult ComparePolicies(const std::string& cold) {
+  return RunCommand({TIER_HOST, "--cold-kv-dir", cold, "--bytes-scale", "1000", "compare-policies",
+                     "--sessions", "1", "--no-progress", "--policies", "value", "--cold-sizes-gib",
+                     "1"});
+}
+
+// Issue 26, 2: compare-policies creates its run directories; one of that name it did not create
+// is refused and left as it was (a user's data, a server's cold directory).
+TEST(TierHostCli, ComparePoliciesRefusesADirectoryItDidNotCreate) {
+  ScopedTempDir dir;
+  const std::string run = dir.path() + "/compare-value-1";
+  ASSERT_EQ(::mkdir(run.c_str(), 0700), 0);
+  std::ofstream(run + "/precious") << "a user's file\n";
+  const CommandResult r = ComparePolicies(dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(run), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not created by compare-policies"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::ifstream(run + "/precious").good()) << "compare-policies deleted a user's file";
+}
+
+// Issue 26, 2: a run directory that a server holds (the disk provider's lock) is left alone, even
+// one compare-policies made before (its marker is there).
+TEST(TierHostCli, ComparePoliciesLeavesADirectoryAServerHolds) {
+  ScopedTempDir dir;
+  const std::string run = dir.path() + "/compare-value-1";
+  ASSERT_EQ(::mkdir(run.c_str(), 0700), 0);
+  std::ofstream(run + "/.tier-compare-policies") << "left by an earlier run\n";
+  std::ofstream(run + "/in-use") << "a server's file\n";
+  const int fd = ::open(run.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);  // as the disk provider holds its directory
+  const CommandResult r = ComparePolicies(dir.path());
+  ::close(fd);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("in use"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::ifstream(run + "/in-use").good()) << "compare-policies deleted a held directory";
+}
+
+// Issue 26, 2: after its runs compare-policies removes the directories it made, and nothing else.
+TEST(TierHostCli, ComparePoliciesRemovesOnlyWhatItCreated) {
+  ScopedTempDir dir;
+  std::ofstream(dir.path() + "/neighbour") << "not compare-policies'\n";
+  const CommandResult r = ComparePolicies(dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(std::ifstream(dir.path() + "/compare-value-1/.tier-compare-policies").good())
+      << "its run directory is still there";
+  EXPECT_TRUE(std::ifstream(dir.path() + "/neighbour").good());
 }
 
 }  // namespace

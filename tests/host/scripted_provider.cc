@@ -11,6 +11,11 @@
 //   restore_never=1          restores are accepted and never complete (a stuck provider)
 //   store=NAME               instances with the same NAME share one store: a shared tier
 //                            (TIER_CAP_SHARED, with probe), as a fleet on one pool sees it
+//   late_open=1              open is late: it waits for tier_scripted_release_late(), then uses
+//                            its host services (log, metrics) and returns
+//   late_calls=1             so is every other call but close (info, stats, stat, spill, ...)
+// The exported tier_scripted_* functions at the end let a test release late calls and see what
+// the host services answered them.
 // STATUS is a tier_status_name(): ok, io_error, no_space, data_loss, ...
 #include <chrono>
 #include <condition_variable>
@@ -122,6 +127,14 @@ class Delayer {
   std::thread thread_;
 };
 
+// Late calls (late_open, late_calls): held until the test releases them.
+std::mutex g_late_mutex;
+std::condition_variable g_late_cv;
+bool g_late_released = false;
+uint64_t g_late_returned = 0;      // late calls that returned
+uint64_t g_late_live_answers = 0;  // metric services that answered a late call with a handle
+uint64_t g_closed = 0;             // instances closed (any)
+
 }  // namespace
 
 struct tier_instance {
@@ -134,6 +147,9 @@ struct tier_instance {
   bool flip_restored_byte = false;
   int spill_delay_ms = 0, restore_delay_ms = 0, plan_delay_ms = 0;
   bool restore_never = false;
+  bool late_open = false, late_calls = false;
+  const tier_host_services* host = nullptr;
+  tier_metric* opened_metric = nullptr;  // a handle the host gave at open
   std::unique_ptr<Delayer> delayer = std::make_unique<Delayer>();
 };
 
@@ -159,6 +175,10 @@ bool SetOption(tier_instance* self, const std::string& key, const std::string& v
     self->plan_delay_ms = std::atoi(value.c_str());
   } else if (key == "restore_never") {
     self->restore_never = value == "1";
+  } else if (key == "late_open") {
+    self->late_open = value == "1";
+  } else if (key == "late_calls") {
+    self->late_calls = value == "1";
   } else if (key == "store") {
     std::lock_guard<std::mutex> lock(g_stores_mutex);
     auto& store = g_stores[value];
@@ -171,7 +191,38 @@ bool SetOption(tier_instance* self, const std::string& key, const std::string& v
   return ok;
 }
 
-tier_status Open(const tier_host_services*, const char* ns, const tier_option* options,
+// A metric family and series from the host, as a provider registers them at open.
+tier_metric* AskForMetric(const tier_host_services* host) {
+  if (!TIER_HAS_SLOT(host, tier_host_services, metric)) return nullptr;
+  tier_metric_family* family =
+      host->metric_family(host->host_context, TIER_METRIC_COUNTER, "tier_scripted_late_total",
+                          "Late calls of the scripted provider", nullptr, 0, nullptr, 0);
+  return family != nullptr ? host->metric(host->host_context, family, nullptr, 0) : nullptr;
+}
+
+// Waits for the test's release, then uses the host services as a provider would on its way out.
+void BeLate(tier_instance* self, const tier_host_services* host) {
+  {
+    std::unique_lock<std::mutex> lock(g_late_mutex);
+    g_late_cv.wait(lock, [] { return g_late_released; });
+  }
+  if (TIER_HAS_SLOT(host, tier_host_services, log)) {
+    host->log(host->host_context, TIER_LOG_INFO, "scripted: a late call returns");
+  }
+  tier_metric* asked = AskForMetric(host);
+  if (self != nullptr && self->opened_metric != nullptr) {
+    host->metric_add(host->host_context, self->opened_metric, 1);
+  }
+  std::lock_guard<std::mutex> lock(g_late_mutex);
+  if (asked != nullptr) ++g_late_live_answers;
+  ++g_late_returned;
+}
+
+void LateCall(tier_instance* self) {
+  if (self != nullptr && self->late_calls) BeLate(self, self->host);
+}
+
+tier_status Open(const tier_host_services* host, const char* ns, const tier_option* options,
                  uint32_t count, tier_instance** out, tier_error* error) {
   if (out == nullptr || ns == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "open");
   auto* self = new tier_instance();
@@ -181,15 +232,24 @@ tier_status Open(const tier_host_services*, const char* ns, const tier_option* o
       return tier_set_error(error, TIER_INVALID_ARGUMENT, "scripted: option '%s'", options[i].key);
     }
   }
+  self->host = host;
+  if (self->late_open) {
+    BeLate(nullptr, host);
+  } else if (self->late_calls) {
+    self->opened_metric = AskForMetric(host);
+  }
   *out = self;
   return TIER_OK;
 }
 
 void Close(tier_instance* self) {
   delete self;  // the delayer runs what is left before it goes
+  std::lock_guard<std::mutex> lock(g_late_mutex);
+  ++g_closed;
 }
 
 tier_status Info(tier_instance* self, tier_info* out, tier_error* error) {
+  LateCall(self);
   if (out == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "info");
   out->capabilities = self->shared ? TIER_CAP_SHARED : 0;
   out->name = "scripted";
@@ -201,6 +261,7 @@ tier_status Info(tier_instance* self, tier_info* out, tier_error* error) {
 }
 
 tier_status Stats(tier_instance* self, tier_stats* out, tier_error* error) {
+  LateCall(self);
   if (out == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "stats");
   std::lock_guard<std::mutex> lock(self->store->mutex);
   out->capacity_bytes = self->capacity_bytes;
@@ -212,6 +273,7 @@ tier_status Stats(tier_instance* self, tier_stats* out, tier_error* error) {
 
 tier_status Stat(tier_instance* self, const tier_key* key, tier_stat_result* out,
                  tier_segment_info* segments, uint32_t capacity, tier_error* error) {
+  LateCall(self);
   if (key == nullptr || out == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "stat");
   std::lock_guard<std::mutex> lock(self->store->mutex);
   auto it = self->store->stored.find(*key);
@@ -229,6 +291,7 @@ tier_status Stat(tier_instance* self, const tier_key* key, tier_stat_result* out
 
 tier_status Spill(tier_instance* self, const tier_key* key, const tier_segment* segments,
                   uint32_t count, tier_done_fn done, void* user, tier_error* error) {
+  LateCall(self);
   if (key == nullptr || done == nullptr) {
     return tier_set_error(error, TIER_INVALID_ARGUMENT, "spill");
   }
@@ -293,6 +356,7 @@ tier_status CopyOut(tier_instance* self, const Stored& s, const tier_segment* se
 
 tier_status Restore(tier_instance* self, const tier_key* key, const tier_segment* segments,
                     uint32_t count, tier_done_fn done, void* user, tier_error* error) {
+  LateCall(self);
   if (key == nullptr || done == nullptr) {
     return tier_set_error(error, TIER_INVALID_ARGUMENT, "restore");
   }
@@ -324,6 +388,7 @@ tier_status Restore(tier_instance* self, const tier_key* key, const tier_segment
 }
 
 tier_status Remove(tier_instance* self, const tier_key* key, tier_error* error) {
+  LateCall(self);
   if (key == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "remove");
   std::lock_guard<std::mutex> lock(self->store->mutex);
   auto it = self->store->stored.find(*key);
@@ -336,6 +401,7 @@ tier_status Remove(tier_instance* self, const tier_key* key, tier_error* error) 
 }
 
 tier_status Enumerate(tier_instance* self, tier_enumerate_fn fn, void* user, tier_error* error) {
+  LateCall(self);
   if (fn == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "enumerate");
   std::lock_guard<std::mutex> lock(self->store->mutex);
   for (const auto& [key, s] : self->store->stored) {
@@ -358,6 +424,7 @@ tier_status Enumerate(tier_instance* self, tier_enumerate_fn fn, void* user, tie
 
 tier_status Plan(tier_instance* self, const tier_key* key, uint64_t prefill_ns, tier_plan* out,
                  tier_error* error) {
+  LateCall(self);
   if (key == nullptr || out == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "plan");
   if (self->plan_delay_ms > 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(self->plan_delay_ms));
@@ -379,6 +446,7 @@ tier_status Plan(tier_instance* self, const tier_key* key, uint64_t prefill_ns, 
 
 tier_status Probe(tier_instance* self, const tier_key* keys, uint32_t count, uint8_t* found,
                   tier_error* error) {
+  LateCall(self);
   if (keys == nullptr || found == nullptr || count == 0 || count > TIER_PROBE_MAX_KEYS) {
     return tier_set_error(error, TIER_INVALID_ARGUMENT, "scripted: probe");
   }
@@ -413,4 +481,33 @@ extern "C" TIER_EXPORT tier_status tier_provider_entry(uint32_t major, uint32_t,
   if (out == nullptr) return TIER_INVALID_ARGUMENT;
   *out = &kScripted;
   return major == TIER_ABI_VERSION_MAJOR ? TIER_OK : TIER_UNSUPPORTED;
+}
+
+// For the tests of late providers: releases every late call (now and from now on until the next
+// reset), and reports how many returned and how many metric services still answered them.
+extern "C" TIER_EXPORT void tier_scripted_release_late(void) {
+  {
+    std::lock_guard<std::mutex> lock(g_late_mutex);
+    g_late_released = true;
+  }
+  g_late_cv.notify_all();
+}
+extern "C" TIER_EXPORT void tier_scripted_reset_late(void) {
+  std::lock_guard<std::mutex> lock(g_late_mutex);
+  g_late_released = false;
+  g_late_returned = 0;
+  g_late_live_answers = 0;
+  g_closed = 0;
+}
+extern "C" TIER_EXPORT uint64_t tier_scripted_late_returned(void) {
+  std::lock_guard<std::mutex> lock(g_late_mutex);
+  return g_late_returned;
+}
+extern "C" TIER_EXPORT uint64_t tier_scripted_late_live_answers(void) {
+  std::lock_guard<std::mutex> lock(g_late_mutex);
+  return g_late_live_answers;
+}
+extern "C" TIER_EXPORT uint64_t tier_scripted_closed(void) {
+  std::lock_guard<std::mutex> lock(g_late_mutex);
+  return g_closed;
 }

@@ -1,6 +1,7 @@
 // metrics_endpoint_test.cc -- MetricsEndpoint: /metrics keeps answering scrapes while other
 // clients hold connections open and send nothing, or half a request, or more clients than the
-// server has slots; it closes idle connections at a deadline and refuses what it does not serve.
+// server has slots, or a burst arrives right behind a scrape; it closes idle connections at a
+// deadline and refuses what it does not serve.
 // Loopback only; every wait is bounded.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -10,12 +11,18 @@
 #include <gtest/gtest.h>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <tier/host/metrics_registry.h>
 #include <tier/host/metrics_server.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "metrics_http.h"
 #include "obs_support.h"
 #include "test_support.h"
 
@@ -143,6 +150,75 @@ TEST_F(MetricsEndpoint, RefusesOtherPathsMethodsAndMalformedRequests) {
       Exchange(server_->port(), "GET /metrics HTTP/1.1\r\nX: " + std::string(10000, 'a'));
   EXPECT_EQ(big.rfind("HTTP/1.1 431 ", 0), 0u) << big.substr(0, 100);
   ExpectScrape();
+}
+
+// Reads from `fd` until the server closes it (the receive timeout bounds each wait).
+std::string ReadToEnd(int fd) {
+  std::string raw;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    raw.append(buffer, static_cast<size_t>(n));
+  }
+  return raw;
+}
+
+// Issue 26, 7: the server thread is held (inside the answer to a first scrape) while a second
+// scrape sends its whole request, a client sends half of one, and a burst of idle connections
+// four times the slots arrives behind them. When the thread runs again and accepts them all, the
+// scrape is answered and the half request can still be finished: what is ready is read before
+// anything is evicted, and idle connections go first.
+TEST(MetricsEndpointBurst, AScrapeRightBehindABurstIsAnsweredAndIdleClientsGoFirst) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, release = false;
+  int calls = 0;
+  MetricsHttpLimits limits;
+  limits.max_connections = 8;
+  auto started = MetricsHttpServer::Start("127.0.0.1:0", limits, [&] {
+    std::unique_lock lock(mu);
+    if (calls++ == 0) {
+      entered = true;
+      cv.notify_all();
+      cv.wait_for(lock, std::chrono::seconds(30), [&] { return release; });
+    }
+    return MetricsHttpBody{"text/plain", "ok\n"};
+  });
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<MetricsHttpServer> server = started.take();
+  auto unblock = [&] {
+    std::lock_guard lock(mu);
+    release = true;
+    cv.notify_all();
+  };
+  struct Unblock {
+    std::function<void()> f;
+    ~Unblock() { f(); }
+  } unblock_at_exit{unblock};
+  const std::string request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  HeldConnections first, scrape, half, burst;
+  ASSERT_TRUE(first.Open(server->port(), request));
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return entered; }))
+        << "the first scrape never reached the handler";
+  }
+  ASSERT_TRUE(scrape.Open(server->port(), request)) << strerror(errno);
+  ASSERT_TRUE(half.Open(server->port(), kHalfRequest)) << strerror(errno);
+  for (size_t i = 0; i < 4 * limits.max_connections; ++i) {
+    ASSERT_TRUE(burst.Open(server->port(), "")) << strerror(errno);
+  }
+  unblock();
+  const std::string answer = ReadToEnd(scrape.last());
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u)
+      << "the scrape behind the burst got '" << answer << "' (reset or evicted)";
+  EXPECT_NE(answer.find("\r\n\r\nok\n"), std::string::npos) << answer;
+  ASSERT_EQ(::send(half.last(), "\r\n", 2, MSG_NOSIGNAL), 2) << strerror(errno);
+  const std::string finished = ReadToEnd(half.last());
+  EXPECT_EQ(finished.rfind("HTTP/1.1 200 OK\r\n", 0), 0u)
+      << "the half-sent request was evicted before idle clients: '" << finished << "'";
+  EXPECT_GT(server->evicted(), 0u) << "the burst did not fill the slots";
 }
 
 TEST(MetricsEndpointAddress, MalformedAddressesAreRefused) {

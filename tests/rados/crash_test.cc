@@ -1,18 +1,22 @@
 // RadosCrash: a client SIGKILLed in the middle of a spill leaves only whole checkpoints visible;
 // the next sweep (at open) removes the dead spill's chunks and lease once its lease is stale, and
-// never touches a spill whose lease is fresh (a live writer's) nor a published checkpoint.
+// never touches a spill whose lease is fresh (a live writer's) nor a published checkpoint; a writer
+// held past its lease withdraws its header instead of publishing into the sweep.
 #include <signal.h>
 #include <time.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <thread>
 
 #include "checkpoint_bytes.h"
 #include "format.h"
+#include "rados_provider.h"
 #include "rados_test_env.h"
 
 namespace tier::rados::test {
@@ -155,6 +159,104 @@ TEST(RadosCrash, KilledSpillLeavesWholeCheckpointsAndTheSweepRemovesOnlyTheDeadS
     ASSERT_EQ(sweeper.value()->Restore(cp.key, cp.EmptySegments()).status, TIER_OK);
     EXPECT_TRUE(cp.Matches()) << "a published checkpoint lost bytes to the sweep";
   }
+}
+
+// Issue 26, 4: a writer held (as by a debugger) between its lease check and its header publish,
+// while another server's sweep judged it dead and removed its chunks and lease. It must not
+// report a checkpoint whose chunks are gone: after the publish it finds its lease gone and
+// withdraws the header, so the spill fails (the server keeps its Host copy) and the key is a
+// miss, never DATA_LOSS. The hold is a hook in the pipeline, released by the test.
+TEST(RadosCrash, WriterHeldPastItsLeaseWithdrawsItsHeaderInsteadOfPublishingIntoASweep) {
+  ClusterInfo c;
+  RADOS_REQUIRE_CLUSTER(c);
+  auto admin = Admin::Connect(c);
+  ASSERT_TRUE(admin.ok()) << admin.status().ToString();
+  const std::string ns = UniqueNamespace("crash-held");
+  const std::string rados_ns = RadosNamespaceOf(ns);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool held = false, release = false;
+  RadosHooks hooks;
+  hooks.before_publish = [&](const KeyBytes&) {
+    std::unique_lock lock(mu);
+    held = true;
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(60), [&] { return release; });
+  };
+  MetricsRegistry registry;
+  HostServices services(&registry);
+  const ProviderOptions options =
+      Options(c, {{"lease_grace_s", std::to_string(kGraceS)}, {"op_timeout_s", "3"}});
+  std::vector<tier_option> raw;
+  for (const auto& [k, v] : options) raw.push_back({k.c_str(), v.c_str()});
+  auto writer = RadosProvider::Open(services.table(), ns, raw, hooks);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  // However the test ends, the hold ends before the writer closes.
+  struct Release {
+    std::mutex& mu;
+    std::condition_variable& cv;
+    bool& release;
+    ~Release() {
+      {
+        std::lock_guard lock(mu);
+        release = true;
+      }
+      cv.notify_all();
+    }
+  } release_at_exit{mu, cv, release};
+  Checkpoint cp = MakeCheckpoint("held-writer", 3000000);
+  Provider::Pending pending;
+  const std::vector<tier_segment> segments = cp.Segments();
+  ASSERT_TRUE((*writer)
+                  ->Spill(
+                      &cp.key, segments.data(), static_cast<uint32_t>(segments.size()),
+                      [](void* user, const tier_completion* done) {
+                        auto* p = static_cast<Provider::Pending*>(user);
+                        std::lock_guard lock(p->mu);
+                        p->done.status = done->status;
+                        p->done.message = done->message != nullptr ? done->message : "";
+                        ++p->calls;
+                        p->cv.notify_all();
+                      },
+                      &pending)
+                  .ok());
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return held; }))
+        << "the spill never reached its publish";
+  }
+  // Held past the grace, as far as the fleet can tell: its lease says it was refreshed long ago.
+  const std::string prefix = "l." + Hex(Bytes(cp.key)) + ".";
+  std::string lease;
+  for (const std::string& name : admin.value()->List(rados_ns)) {
+    if (name.rfind(prefix, 0) == 0) lease = name;
+  }
+  ASSERT_FALSE(lease.empty()) << "no lease while the spill runs";
+  ASSERT_TRUE(admin.value()->SetXattr(rados_ns, lease, kXattrLease, "1").ok());
+  // Another server's sweep (the one at its open) removes the lease and the chunks.
+  auto sweeper = Provider::Open(ns, options);
+  ASSERT_TRUE(sweeper.ok()) << sweeper.status().ToString();
+  const std::string chunk_prefix = "c." + Hex(Bytes(cp.key)) + ".";
+  ASSERT_TRUE(Eventually(30, [&] {
+    for (const std::string& name : admin.value()->List(rados_ns)) {
+      if (name.rfind(chunk_prefix, 0) == 0 || name == lease) return false;
+    }
+    return true;
+  })) << "the sweep did not remove the held spill's chunks and lease";
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(pending.Wait(60)) << "the held spill never completed";
+  EXPECT_NE(pending.done.status, TIER_OK)
+      << "a spill whose chunks were swept reported OK: " << pending.done.message;
+  EXPECT_NE(pending.done.message.find("lease"), std::string::npos) << pending.done.message;
+  EXPECT_EQ(sweeper.value()->Stat(cp.key).status().code(), TIER_NOT_FOUND);
+  const Done restore = sweeper.value()->Restore(cp.key, cp.EmptySegments());
+  EXPECT_EQ(restore.status, TIER_NOT_FOUND)
+      << "a miss, not " << tier_status_name(restore.status) << ": " << restore.message;
+  (*writer)->Close();
 }
 
 }  // namespace

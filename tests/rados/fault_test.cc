@@ -1,10 +1,16 @@
 // RadosFaults: the cluster misbehaves and every operation still ends, within op_timeout_s and a
 // margin: an OSD killed in the middle of a spill or a restore (IO_ERROR, or OK once it is back,
 // and the same instance works again), a cluster that is down at open (one line naming the mon),
-// a pool quota (NO_SPACE at once; removes still go through), and options the cluster cannot take.
+// a pool quota (NO_SPACE at once; removes still go through), options the cluster cannot take, a
+// client that may not write (refused at open); no admin socket unless asked.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -253,6 +259,60 @@ TEST(RadosFaults, UnknownPoolAndBadOptionsAreRefusedNamingThem) {
   ASSERT_FALSE(keyring.ok());
   EXPECT_NE(keyring.status().message().find("keyring"), std::string::npos)
       << keyring.status().message();
+}
+
+// Issue 26, 8: a client whose OSD caps are read-only is refused at open, naming the caps, instead
+// of opening and failing every spill with EPERM.
+TEST(RadosFaults, ReadOnlyClientIsRefusedAtOpenNamingTheCaps) {
+  ClusterInfo c;
+  RADOS_REQUIRE_CLUSTER(c);
+  auto admin = Admin::Connect(c);
+  ASSERT_TRUE(admin.ok()) << admin.status().ToString();
+  const std::string id = "ro-" + std::to_string(::getpid());
+  std::string keyring;
+  ASSERT_TRUE(admin.value()
+                  ->MonCommand(R"({"prefix": "auth get-or-create", "entity": "client.)" + id +
+                                   R"(", "caps": ["mon", "allow r", "osd", "allow r pool=)" +
+                                   c.pool + R"("]})",
+                               &keyring)
+                  .ok());
+  const std::string path = c.dir + "/client." + id + ".keyring";
+  std::ofstream(path) << keyring;
+  auto p =
+      Provider::Open(UniqueNamespace("fault-ro"), Options(c, {{"client", id}, {"keyring", path}}));
+  admin.value()
+      ->MonCommand(R"({"prefix": "auth del", "entity": "client.)" + id + R"("})")
+      .IgnoreError();
+  ASSERT_FALSE(p.ok()) << "a read-only client opened";
+  EXPECT_EQ(p.status().code(), TIER_INVALID_ARGUMENT);
+  EXPECT_NE(p.status().message().find("may not write to pool '" + c.pool + "'"), std::string::npos)
+      << p.status().message();
+  EXPECT_NE(p.status().message().find("allow rw"), std::string::npos) << p.status().message();
+}
+
+// Issue 26, 5: the provider opens no librados admin socket unless asked (the test cluster's conf
+// asks for one per client name): nothing local can connect to it, or hang up on it to raise
+// SIGPIPE in the server.
+TEST(RadosFaults, NoAdminSocketUnlessAsked) {
+  ClusterInfo c;
+  RADOS_REQUIRE_CLUSTER(c);
+  auto connectable = [](const std::string& path) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", path.c_str());
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+    ::close(fd);
+    return ok;
+  };
+  const std::string conf_socket = c.dir + "/run/ceph-client." + c.client + ".asok";
+  auto p = Provider::Open(UniqueNamespace("fault-asok"), Options(c));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_FALSE(connectable(conf_socket)) << conf_socket << " answers";
+  const std::string asked = c.dir + "/run/asked-" + std::to_string(::getpid()) + ".asok";
+  auto q = Provider::Open(UniqueNamespace("fault-asok"), Options(c, {{"admin_socket", asked}}));
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_TRUE(Eventually(10, [&] { return connectable(asked); })) << "asked for, and not there";
 }
 
 }  // namespace

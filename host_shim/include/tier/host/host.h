@@ -27,6 +27,11 @@
 // speculative state) and an opaque server manifest. A restore brings back all of them or none.
 // The Host verifies identity (every block id), never content: content integrity is the provider's
 // checksums plus whatever the server checks (ReportVerification when it finds wrong bytes).
+//
+// SIGNALS. A provider may write to sockets (librados does: to its OSDs and mons). A server must
+// ignore SIGPIPE (signal(SIGPIPE, SIG_IGN) before Open) or block it in every thread, so that a
+// peer that hangs up costs an EPIPE the provider handles, not the process; this library never
+// changes the process's signal dispositions. tier-host ignores SIGPIPE.
 #pragma once
 
 #include <tier/device/pool_layout.h>
@@ -125,7 +130,11 @@ struct HostOptions {
   // its key=value options. Empty = no cold tier (Device and Host only).
   std::string plugin;
   ProviderOptions provider_options;
-  // Model/layout fingerprint: checkpoints of another namespace are never served. Required.
+  // Model/layout fingerprint: checkpoints of another namespace are never served. Required. It must
+  // change whenever the bytes would (layout, dtype, bytes scale): CheckpointNamespace()
+  // (identity.h) builds one from a label, the profile and the scale, so that servers sharing a tier
+  // meet only when they can use each other's checkpoints. A checkpoint whose manifest names another
+  // identity is a miss, left where it is, never removed.
   std::string namespace_id;
   // Cost coefficients (prefill, transfers) and the model's shape. Required.
   ModelProfile profile;
@@ -252,6 +261,9 @@ struct Event {
 // What the Host has done since Open (for reports and tests).
 struct HostStats {
   uint64_t spills = 0, spill_failures = 0, evictions = 0;
+  // Spills a shared tier answered ALREADY_EXISTS: another server stored the key first (a success
+  // for the fleet; not among spills nor spill_failures).
+  uint64_t spills_already_stored = 0;
   uint64_t spilled_logical_bytes = 0, spilled_stored_bytes = 0;
   uint64_t restored_logical_bytes = 0, restored_stored_bytes = 0;
   uint64_t peak_cold_logical_bytes = 0, peak_cold_stored_bytes = 0;

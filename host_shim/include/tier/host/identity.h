@@ -18,6 +18,16 @@
 
 namespace tier {
 
+struct ModelProfile;
+
+// The namespace a server should open its Host with (HostOptions::namespace_id): `name` (a
+// deployment's label, "" for none) followed by everything that makes two servers' bytes
+// incompatible: the profile's layout fingerprint and the bytes scale. Two servers on one shared
+// tier then share checkpoints only when they can use each other's; a mismatched peer is in
+// another namespace by construction, whatever it was configured with. Pure.
+std::string CheckpointNamespace(const std::string& name, const ModelProfile& profile,
+                                uint64_t bytes_scale);
+
 // The 32-byte provider key of a prefix: a digest of the namespace and every block id.
 tier_key PrefixKey(const std::string& namespace_id, std::span<const uint64_t> blocks);
 // Incremental 64-bit hashes of every prefix of `blocks`: result[k] covers blocks[0..k]. An index

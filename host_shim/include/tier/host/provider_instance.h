@@ -54,7 +54,9 @@ class ProviderInstance {
  public:
   using Done = std::function<void(const Completion&)>;
 
-  // Opens an instance of `library` over `namespace_id`. `host` must outlive the instance.
+  // Opens an instance of `library` over `namespace_id`. `host` must be alive at the call; a
+  // HostServices table is then retained for as long as the provider may call it (past this
+  // object when it is abandoned); any other host's table must outlive every call of the instance.
   static Result<std::unique_ptr<ProviderInstance>> Open(std::shared_ptr<PluginLibrary> library,
                                                         const tier_host_services* host,
                                                         const std::string& namespace_id,
@@ -85,8 +87,9 @@ class ProviderInstance {
   // Accepted spills and restores whose completion has not run yet. Any thread.
   uint64_t outstanding() const { return outstanding_->load(); }
   // Leaves the provider instance open and never calls it again (a provider stuck in an
-  // operation: closing would wait for it forever). Owner's thread.
-  void Abandon() { instance_ = nullptr; }
+  // operation: closing would wait for it forever); the host services it was handed stay
+  // retained for good (inert once their HostServices is gone). Owner's thread.
+  void Abandon();
   Status Remove(const tier_key& key);
   // ABI 1.1 probe, in batches of TIER_PROBE_MAX_KEYS: found[i] is 1 when keys[i] is stored.
   // UNSUPPORTED when the provider has no probe slot. May block (a network store).
@@ -104,6 +107,7 @@ class ProviderInstance {
   std::shared_ptr<PluginLibrary> library_;
   tier_instance* instance_ = nullptr;
   std::string namespace_id_;
+  std::shared_ptr<const void> services_;  // HostServices::Retain of the table given to open
   // Shared with every pending completion: it may run after this object is gone (abandoned).
   std::shared_ptr<std::atomic<uint64_t>> outstanding_ = std::make_shared<std::atomic<uint64_t>>(0);
 };
