@@ -227,6 +227,7 @@ void Host::Impl::Poll(std::vector<Event>* events) {
     CheckSeals();
     CheckDemotions();
     std::erase_if(lane_copies_, [](const CopyJob& job) { return job.Done(); });
+    if (lane_copies_.empty()) retired_device_copies_.clear();
     std::vector<uint64_t> copying;
     for (auto& [id, op] : ops_) {
       if (op->stage == Stage::kCopy) copying.push_back(id);

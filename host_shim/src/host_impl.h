@@ -6,7 +6,8 @@
 // the EventQueue, a copy job the engine finished, a deadline). Nothing waits inside a step.
 //
 // Invariants (checked with TIER_CHECK where they can break):
-//  - an entry with pins > 0 or ops > 0 is never dropped, demoted or spilled;
+//  - an entry with pins > 0 or ops > 0 is never dropped, demoted or spilled, and a pinned
+//    entry's Device pages are never released (a demotion that completes under a pin keeps them);
 //  - every Host copy a provider operation borrows stays alive until the operation settles (the
 //    operation holds a shared_ptr to it);
 //  - the page ledger holds exactly the pages of the Device placements and of seals in progress;
@@ -253,6 +254,9 @@ class Host::Impl {
   uint32_t max_restores_ = 1;
   std::vector<SealOp> seals_;
   std::vector<CopyJob> lane_copies_;  // device hits' state copies still running
+  // Device copies dropped while lane copies ran (they may read its state buffers): freed once
+  // lane_copies_ is empty.
+  std::vector<std::unique_ptr<DeviceCopy>> retired_device_copies_;
   std::vector<Demotion> demotions_;
   uint64_t demoting_bytes_ = 0;        // logical bytes of Device copies on their way to Host
   uint64_t releasing_bytes_ = 0;       // logical bytes of Host copies being spilled under pressure

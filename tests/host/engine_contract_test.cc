@@ -1,0 +1,122 @@
+// engine_contract_test.cc -- HostEngineContract: what host.h promises an engine about its pages
+// and inputs, driven the way a real engine drives it (issue 20): a Device hit's pages stay the
+// server's until its Release whatever a demotion queued before; inputs that do not match the pool
+// are refused with a message naming what does not match.
+#include <tier/device/cpu_transfer_engine.h>
+#include <tier/host/identity.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "host_fixture.h"
+
+namespace tier::host::test {
+namespace {
+
+class HostEngineContract : public HostTest {
+ protected:
+  // A CPU engine whose worker sleeps before every transfer (a slow engine), and the pool on it.
+  void UseSlowEngine(int sleep_ms) {
+    device::CpuEngineOptions o;
+    o.before_transfer = [sleep_ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    };
+    auto engine = device::MakeCpuTransferEngine(o);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    engine_ = std::move(engine).value();
+    auto pool = sim::KvPool::Create(engine_.get(), profile_, 1, 4096);
+    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    pool_ = std::move(pool).value();
+  }
+
+  // Seals like HostTest::Seal but returns at once: no Poll, nothing settled.
+  Sealed SealNow(const std::vector<uint64_t>& blocks, uint64_t now_s) {
+    const uint64_t tokens = blocks.size() * 512;
+    std::vector<uint32_t> pages;
+    EXPECT_TRUE(pool_->Allocate(static_cast<uint32_t>(tokens / 64), &pages));
+    pool_->Fill(PrefixHashes(blocks), 512, 0, pages);
+    auto state = pool_->NewStateSet();
+    EXPECT_TRUE(state.ok());
+    sim::KvPool::FillState(PrefixKey("host-test", blocks), state.value().get());
+    SealRequest r;
+    r.blocks = blocks;
+    r.tokens = tokens;
+    r.pages = pages;
+    r.state = state.value()->buffers;
+    r.now_ns = now_s * 1000000000ull;
+    Sealed sealed = host_->Seal(r);
+    if (sealed.status.ok() && !sealed.existed) {
+      pool_->HeldByHost(pages);
+      sealing_[sealed.id] = std::move(state).value();
+    }
+    pool_->Unref(pages);
+    return sealed;
+  }
+
+  // How many times each page was named in a kPagesReleased event from events_[from] on.
+  std::map<uint32_t, int> ReleasedSince(size_t from) const {
+    std::map<uint32_t, int> released;
+    for (size_t i = from; i < events_.size(); ++i) {
+      if (events_[i].kind != Event::kPagesReleased) continue;
+      for (uint32_t p : events_[i].pages) ++released[p];
+    }
+    return released;
+  }
+
+  // Issue 20, defect 1: Device budget of one checkpoint; A (200 pages) sealed and settled; B (104
+  // pages) sealed over the budget so pressure starts demoting A; A admitted at once: a Device hit.
+  // Until its Release, none of A's pages may be named in kPagesReleased (the server would reuse
+  // them under a live request), and its bytes must stay what was sealed.
+  void DeviceHitSurvivesAQueuedDemotion() {
+    const auto a = Blocks(1000, 25), b = Blocks(2000, 13);  // 200 and 104 pages
+    Open("null", {}, Bytes(25) + 4096, Bytes(25) * 4);      // room for A (its manifest is larger)
+    ASSERT_TRUE(Seal(a, 1));
+    ASSERT_EQ(PlacementsOf(a), kD);
+    const Sealed sealed_b = SealNow(b, 2);
+    ASSERT_TRUE(sealed_b.status.ok()) << sealed_b.status.ToString();
+    const size_t from = events_.size();
+    Admission hit = Admit(a, 3);
+    ASSERT_EQ(hit.state, AdmissionState::kReady);
+    ASSERT_EQ(hit.outcome, Outcome::kDeviceHit);
+    ASSERT_TRUE(hit.pages_shared);
+    ASSERT_EQ(hit.pages.size(), 200u);
+    // The scheduler goes on polling while the request decodes; the demotion completes meanwhile.
+    for (int i = 0; i < 20; ++i) PollOnce();
+    Settle();
+    const std::map<uint32_t, int> early = ReleasedSince(from);
+    for (uint32_t p : hit.pages) {
+      ASSERT_EQ(early.count(p), 0u) << "page " << p << " of a live Device hit was released";
+    }
+    auto info = Info(a);
+    ASSERT_TRUE(info.has_value());
+    EXPECT_TRUE(info->on_device) << "a pinned checkpoint keeps its Device pages";
+    EXPECT_EQ(info->pins, 1u);
+    EXPECT_TRUE(Check(a, hit)) << "the Device hit's pages and state are what was sealed";
+    // Once released the Host may let them go: evicted, each comes back exactly once.
+    const size_t before_release = events_.size();
+    Release(hit);
+    ASSERT_TRUE(host_->Evict(PrefixKey("host-test", a)));
+    Settle();
+    const std::map<uint32_t, int> late = ReleasedSince(before_release);
+    for (uint32_t p : hit.pages) {
+      auto it = late.find(p);
+      ASSERT_TRUE(it != late.end()) << "page " << p << " never came back after Release";
+      EXPECT_EQ(it->second, 1) << "page " << p;
+    }
+    EXPECT_FALSE(Info(a).has_value());
+  }
+};
+
+TEST_F(HostEngineContract, DeviceHitPagesStayTheServersWhileADemotionWasQueued) {
+  DeviceHitSurvivesAQueuedDemotion();
+}
+
+TEST_F(HostEngineContract, DeviceHitPagesStayTheServersWithASlowEngine) {
+  UseSlowEngine(20);
+  DeviceHitSurvivesAQueuedDemotion();
+}
+
+}  // namespace
+}  // namespace tier::host::test
