@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
   options.provider_options = {{"dir", argv[1]}, {"capacity_gib", "1"}};
   options.namespace_id = "example-model/int8/L2H1D64";
   options.profile = LoadModelProfile(ResolveProfilePath("qwen3.8-27b-int8-rtx5090")).value();
+  options.profile.full_attention_layers = spec.layers;     // the profile describes this pool:
+  options.profile.mtp_layers = 0;                          // its layers and its page size (Open
+  options.profile.tokens_per_page = spec.tokens_per_page;  // refuses a profile that does not)
   options.pool = {pool.layout, pool.view, 0};
   options.engine = engine;
   options.device_capacity_bytes = 0;  // tiny budgets: one checkpoint in Host, the next to Cold

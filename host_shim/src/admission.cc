@@ -184,10 +184,18 @@ void Host::Impl::UseHostCopy(AdmissionOp* op) {
     return;
   }
   std::vector<uint32_t> pages;
-  if (!op->allocate_pages(e->page_count, &pages) || pages.size() != e->page_count ||
-      !device_->CheckPages(pages, true).ok()) {
-    op->result.unused_pages.insert(op->result.unused_pages.end(), pages.begin(), pages.end());
+  if (!op->allocate_pages(e->page_count, &pages)) {
+    GiveBack(op, pages);
     Skip(op, RootReason::kNoRoom, true);  // a shorter checkpoint needs fewer pages
+    return;
+  }
+  if (Status wrong = CheckAllocated(e->page_count, pages); !wrong.ok()) {
+    // The server's allocator broke its contract: not a lack of room, a bug to name.
+    Log(TIER_LOG_ERROR, "host: restore of " + KeyHex(e->key) + ": " + wrong.message() +
+                            "; the pages go back unused (unused_pages) and the request "
+                            "prefills from the root");
+    GiveBack(op, pages);
+    Skip(op, RootReason::kRestoreFailed, false);
     return;
   }
   op->staging = e->host_copy;  // kept alive while the copies read it
@@ -215,6 +223,23 @@ void Host::Impl::UseHostCopy(AdmissionOp* op) {
   op->copy = std::move(copied).value();
   op->stage = Stage::kCopy;
   CheckCopy(op);
+}
+
+Status Host::Impl::CheckAllocated(uint32_t wanted, std::span<const uint32_t> pages) const {
+  if (pages.size() != wanted) {
+    return Status::InvalidArgument("AdmitRequest::allocate_pages returned true with " +
+                                   std::to_string(pages.size()) + " page(s) for " +
+                                   std::to_string(wanted) + " asked");
+  }
+  return device_->CheckPages(pages, true).Annotate("AdmitRequest::allocate_pages returned");
+}
+
+void Host::Impl::GiveBack(AdmissionOp* op, std::span<const uint32_t> pages) {
+  // Each id the allocator handed over goes back once, even one it handed over twice.
+  std::vector<uint32_t>& unused = op->result.unused_pages;
+  for (uint32_t p : pages) {
+    if (std::find(unused.begin(), unused.end(), p) == unused.end()) unused.push_back(p);
+  }
 }
 
 void Host::Impl::CheckCopy(AdmissionOp* op) {

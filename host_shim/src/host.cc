@@ -101,6 +101,27 @@ Status CheckOptions(const HostOptions& o) {
   return Status::Ok();
 }
 
+// The profile prices and sizes what the pool holds: a profile of another page size or layer count
+// would mis-size every checkpoint and mis-price every restore-or-root decision.
+Status CheckProfileMatchesPool(const ModelProfile& p, const KvPool& pool) {
+  const std::string profile = "model profile '" + p.name + "'";
+  const uint32_t tpp = pool.layout.tokens_per_page();
+  if (p.tokens_per_page != tpp) {
+    return Status::InvalidArgument(profile + " has " + std::to_string(p.tokens_per_page) +
+                                   "-token pages, the KV pool " + std::to_string(tpp) +
+                                   "-token pages (HostOptions::profile must describe the pool)");
+  }
+  const uint32_t layers = p.full_attention_layers + p.mtp_layers;
+  if (layers != pool.layout.layer_count()) {
+    return Status::InvalidArgument(profile + " has " + std::to_string(layers) + " KV layers (" +
+                                   std::to_string(p.full_attention_layers) + " full-attention + " +
+                                   std::to_string(p.mtp_layers) + " MTP), the KV pool " +
+                                   std::to_string(pool.layout.layer_count()) +
+                                   " layers (HostOptions::profile must describe the pool)");
+  }
+  return Status::Ok();
+}
+
 Result<std::shared_ptr<device::TransferEngine>> ChooseEngine(const HostOptions& o) {
   if (o.engine != nullptr) return o.engine;
   auto prefer = device::ParseDevicePreference(o.device);
@@ -145,6 +166,7 @@ Result<std::unique_ptr<Host::Impl>> Host::Impl::Open(HostOptions options) {
   if (!engine.ok()) return engine.status();
   auto device = DeviceTier::Create(engine.value(), options.pool);
   if (!device.ok()) return device.status();
+  TIER_RETURN_IF_ERROR(CheckProfileMatchesPool(options.profile, options.pool));
   auto arena = MakeArena(options, *engine.value());
   if (!arena.ok()) return arena.status();
 

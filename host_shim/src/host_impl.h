@@ -128,6 +128,11 @@ class Host::Impl {
   // The restored bytes are in op->staging: check a remote manifest, place them in Host.
   bool LandInHost(AdmissionOp* op);
   void CheckCopy(AdmissionOp* op);
+  // INVALID_ARGUMENT naming what is wrong with what allocate_pages handed over: short or long,
+  // a page outside the pool, a page twice.
+  Status CheckAllocated(uint32_t wanted, std::span<const uint32_t> pages) const;
+  // Adds `pages` to the admission's unused_pages, each id once.
+  void GiveBack(AdmissionOp* op, std::span<const uint32_t> pages);
   // This candidate cannot be used: note why, release it, and go on with a shorter one (or stop).
   void Skip(AdmissionOp* op, RootReason reason, bool try_shorter);
   void Ready(AdmissionOp* op);

@@ -39,6 +39,21 @@ bool StateKindAllowed(const StateBuffer& b, uint32_t spec_layers) {
 Status Host::Impl::CheckSeal(const SealRequest& r) const {
   if (r.blocks.empty()) return Status::InvalidArgument("seal: no blocks");
   if (r.tokens == 0) return Status::InvalidArgument("seal: 0 tokens");
+  if (r.blocks.size() > r.tokens) {
+    return Status::InvalidArgument("seal: " + std::to_string(r.blocks.size()) + " blocks but " +
+                                   std::to_string(r.tokens) +
+                                   " tokens (every block id covers at least one token)");
+  }
+  if (const uint64_t bt = options_.block_tokens; bt > 0) {
+    const uint64_t full = r.blocks.size() * bt;
+    if (r.tokens < full || r.tokens >= full + bt) {
+      return Status::InvalidArgument(
+          "seal: " + std::to_string(r.blocks.size()) + " blocks of " + std::to_string(bt) +
+          " tokens (HostOptions::block_tokens) cover " + std::to_string(full) + " to " +
+          std::to_string(full + bt - 1) + " tokens, the seal has " + std::to_string(r.tokens) +
+          " tokens over " + std::to_string(r.pages.size()) + " pages");
+    }
+  }
   const uint32_t pages = device_->PagesFor(r.tokens);
   if (r.pages.size() != pages) {
     return Status::InvalidArgument("seal: " + std::to_string(r.tokens) + " tokens need " +

@@ -4,8 +4,10 @@
 // are refused with a message naming what does not match.
 #include <tier/device/cpu_transfer_engine.h>
 #include <tier/host/identity.h>
+#include <tier/host/log.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -116,6 +118,129 @@ TEST_F(HostEngineContract, DeviceHitPagesStayTheServersWhileADemotionWasQueued) 
 TEST_F(HostEngineContract, DeviceHitPagesStayTheServersWithASlowEngine) {
   UseSlowEngine(20);
   DeviceHitSurvivesAQueuedDemotion();
+}
+
+// Issue 20, defect 6: inputs an engine gets wrong are refused with a message naming what does not
+// match, never accepted silently.
+TEST_F(HostEngineContract, ProfileThatDoesNotDescribeThePoolIsRefusedNamingBoth) {
+  // The pool is TinyProfile's: 64-token pages, 2 layers.
+  auto pages = TryOpen("null", {}, [](HostOptions& o) { o.profile.tokens_per_page = 16; });
+  ASSERT_FALSE(pages.ok());
+  EXPECT_EQ(pages.status().code(), TIER_INVALID_ARGUMENT);
+  EXPECT_NE(pages.status().message().find("16-token pages, the KV pool 64-token pages"),
+            std::string::npos)
+      << pages.status().ToString();
+  auto layers = TryOpen("null", {}, [](HostOptions& o) { o.profile.full_attention_layers = 16; });
+  ASSERT_FALSE(layers.ok());
+  EXPECT_NE(layers.status().message().find("16 KV layers"), std::string::npos)
+      << layers.status().ToString();
+  EXPECT_NE(layers.status().message().find("the KV pool 2 layers"), std::string::npos)
+      << layers.status().ToString();
+}
+
+TEST_F(HostEngineContract, SealWhoseBlocksDoNotFitItsTokensIsRefusedNamingTheFigures) {
+  Open("null", {}, Bytes(8), Bytes(8), [](HostOptions& o) { o.block_tokens = 512; });
+  std::vector<uint32_t> pages;
+  ASSERT_TRUE(pool_->Allocate(32, &pages));  // 32 pages of 64 tokens: 2048 tokens
+  const auto blocks = Blocks(10, 64);        // 64 blocks of 512 tokens: 32768 tokens
+  SealRequest r;
+  r.blocks = blocks;
+  r.tokens = 2048;
+  r.pages = pages;
+  const Sealed sealed = host_->Seal(r);
+  EXPECT_EQ(sealed.status.code(), TIER_INVALID_ARGUMENT);
+  EXPECT_NE(sealed.status.message().find("64 blocks of 512 tokens"), std::string::npos)
+      << sealed.status.ToString();
+  EXPECT_NE(sealed.status.message().find("2048 tokens over 32 pages"), std::string::npos)
+      << sealed.status.ToString();
+  EXPECT_FALSE(Info(blocks).has_value()) << "nothing was taken";
+  r.blocks = std::span(blocks).first(4);  // 4 x 512 = 2048: what the pages hold
+  EXPECT_TRUE(host_->Seal(r).status.ok());
+  Settle();
+  pool_->Unref(pages);
+}
+
+TEST_F(HostEngineContract, SealWithMoreBlocksThanTokensIsRefusedWithoutBlockTokens) {
+  Open("null", {}, Bytes(8), Bytes(8));
+  std::vector<uint32_t> pages;
+  ASSERT_TRUE(pool_->Allocate(1, &pages));
+  const auto blocks = Blocks(10, 64);
+  SealRequest r;
+  r.blocks = blocks;
+  r.tokens = 32;
+  r.pages = pages;
+  const Sealed sealed = host_->Seal(r);
+  EXPECT_EQ(sealed.status.code(), TIER_INVALID_ARGUMENT);
+  EXPECT_NE(sealed.status.message().find("64 blocks but 32 tokens"), std::string::npos)
+      << sealed.status.ToString();
+  pool_->Unref(pages);
+}
+
+// An allocator that says yes but hands over the wrong pages is a server bug: the admission goes to
+// the root with reason restore_failed (not no_room), an error line names what was wrong, and every
+// id handed over comes back once in unused_pages.
+TEST_F(HostEngineContract, AllocatorHandingOverWrongPagesIsNamed) {
+  Open("null", {}, 0, Bytes(4));  // no Device budget: the checkpoint lives in Host
+  const auto cp = Blocks(10, 1);  // 8 pages
+  ASSERT_TRUE(Seal(cp, 1));
+  ASSERT_EQ(PlacementsOf(cp), kH);
+  std::vector<std::string> errors;
+  SetLogSink([&](tier_log_level level, std::string_view line) {
+    if (level == TIER_LOG_ERROR) errors.emplace_back(line);
+  });
+  struct Case {
+    const char* what;
+    std::function<void(uint32_t, std::vector<uint32_t>*)> fill;
+    const char* named;
+  };
+  const std::vector<Case> cases = {
+      {"short",
+       [](uint32_t n, std::vector<uint32_t>* p) {
+         for (uint32_t i = 0; i + 1 < n; ++i) p->push_back(100 + i);
+       },
+       "7 page(s) for 8 asked"},
+      {"duplicate",
+       [](uint32_t n, std::vector<uint32_t>* p) {
+         for (uint32_t i = 0; i < n; ++i) p->push_back(200 + i / 2);
+       },
+       "page id 200 appears twice"},
+      {"out of range",
+       [](uint32_t n, std::vector<uint32_t>* p) {
+         for (uint32_t i = 0; i < n; ++i) p->push_back(i == 3 ? 9999 : 300 + i);
+       },
+       "page id 9999 at index 3 is outside the pool (4096 pages)"},
+  };
+  for (const Case& c : cases) {
+    errors.clear();
+    auto lane = pool_->NewStateSet();
+    ASSERT_TRUE(lane.ok());
+    std::vector<uint32_t> handed;
+    AdmitRequest r;
+    r.blocks = cp;
+    r.now_ns = 2000000000ull;
+    r.allocate_pages = [&](uint32_t n, std::vector<uint32_t>* pages) {
+      c.fill(n, pages);
+      handed = *pages;
+      return true;
+    };
+    r.state = lane.value()->buffers;
+    Admission a = host_->Admit(r);
+    if (a.state == AdmissionState::kPending) {
+      auto ended = WaitFor(a.id);
+      ASSERT_TRUE(ended.has_value()) << c.what;
+      a = *ended;
+    }
+    EXPECT_EQ(a.state, AdmissionState::kRoot) << c.what;
+    EXPECT_EQ(a.root_reason, RootReason::kRestoreFailed) << c.what << ": not a lack of room";
+    std::set<uint32_t> distinct(handed.begin(), handed.end());
+    EXPECT_EQ(std::set<uint32_t>(a.unused_pages.begin(), a.unused_pages.end()), distinct) << c.what;
+    EXPECT_EQ(a.unused_pages.size(), distinct.size()) << c.what << ": each id once";
+    bool named = false;
+    for (const std::string& line : errors) named |= line.find(c.named) != std::string::npos;
+    EXPECT_TRUE(named) << c.what << ": no error line names '" << c.named << "'";
+  }
+  SetLogSink(nullptr);
+  EXPECT_EQ(PlacementsOf(cp), kH) << "the checkpoint itself is fine";
 }
 
 }  // namespace

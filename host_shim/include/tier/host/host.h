@@ -138,8 +138,15 @@ struct HostOptions {
   std::string namespace_id;
   // Cost coefficients (prefill, transfers) and the model's shape. Required.
   ModelProfile profile;
-  // The server's pool. Its layout must have tokens_per_page > 0 and at least one layer.
+  // The server's pool. Its layout must have tokens_per_page > 0 and at least one layer, and
+  // `profile` must describe it: the same tokens_per_page, and full_attention_layers + mtp_layers
+  // equal to its layer count (Open is INVALID_ARGUMENT naming both figures otherwise).
   KvPool pool;
+  // Tokens each block id of SealRequest::blocks stands for (the server's hash block size). When
+  // set, Seal refuses (INVALID_ARGUMENT naming the figures) a request whose tokens are not its
+  // full blocks plus at most a partial one: blocks x block_tokens <= tokens < (blocks + 1) x
+  // block_tokens. 0 = unchecked (only blocks <= tokens). A server should set it.
+  uint32_t block_tokens = 0;
   // The transfer engine the pool lives on; null = select one for `device` ("auto", "cpu",
   // "cuda"). Shared: the server may allocate its pool from it before Open.
   std::shared_ptr<device::TransferEngine> engine;
