@@ -149,10 +149,11 @@ class Host::Impl {
   Status CheckSeal(const SealRequest& request) const;
   std::unique_ptr<CheckpointEntry> NewEntry(const SealRequest& request, const tier_key& key,
                                             std::vector<StateBuffer>* state);
+  // Each places the checkpoint or says why not in `why` (the figures and the option to change).
   bool SealOnDevice(CheckpointEntry* entry, const SealRequest& request,
-                    std::span<const StateBuffer> state, Sealed* sealed);
+                    std::span<const StateBuffer> state, Sealed* sealed, std::string* why);
   bool SealOnHost(CheckpointEntry* entry, const SealRequest& request,
-                  std::span<const StateBuffer> state, Sealed* sealed);
+                  std::span<const StateBuffer> state, Sealed* sealed, std::string* why);
   void WriteManifests(const CheckpointEntry& entry, HostCopy* copy) const;
   // Room in the Host arena for the entry's segments, owned by the releaser. When the arena is full
   // but copies let go are still being freed, waits for them (frees only return extents to the

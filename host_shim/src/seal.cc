@@ -201,10 +201,14 @@ Sealed Host::Impl::Seal(const SealRequest& r) {
       policy_.OnSuperseded(*parent);
     }
   }
-  if (!SealOnDevice(entry, r, state, &sealed) && !SealOnHost(entry, r, state, &sealed)) {
+  std::string device_why, host_why;
+  if (!SealOnDevice(entry, r, state, &sealed, &device_why) &&
+      !SealOnHost(entry, r, state, &sealed, &host_why)) {
     Log(TIER_LOG_DEBUG, "host: no room to publish " + KeyHex(key));
     catalog_.Erase(entry);
-    sealed.status = Status::NoSpace("seal: no room on Device or Host");
+    // Refused now, never pending (host.h, Seal): nothing was taken; the server keeps its pages.
+    sealed.status = Status::NoSpace("seal: no room on Device or Host: Device: " + device_why +
+                                    "; Host: " + host_why);
     return sealed;
   }
   Rebalance();
@@ -212,12 +216,19 @@ Sealed Host::Impl::Seal(const SealRequest& r) {
 }
 
 bool Host::Impl::SealOnDevice(CheckpointEntry* entry, const SealRequest& r,
-                              std::span<const StateBuffer> state, Sealed* sealed) {
-  if (entry->logical_bytes > options_.device_capacity_bytes) return false;
+                              std::span<const StateBuffer> state, Sealed* sealed,
+                              std::string* why) {
+  if (entry->logical_bytes > options_.device_capacity_bytes) {
+    *why = "its " + std::to_string(entry->logical_bytes) +
+           " logical bytes exceed device_capacity_bytes " +
+           std::to_string(options_.device_capacity_bytes);
+    return false;
+  }
   CopyJob job;
   auto buffers = device_->CopyStateOnDevice(state, &job);
   if (!buffers.ok()) {
     job.Wait().IgnoreError();  // copies queued before the failure finish before buffers go
+    *why = buffers.status().ToString();
     return false;
   }
   device_->Hold(r.pages);
@@ -234,16 +245,30 @@ bool Host::Impl::SealOnDevice(CheckpointEntry* entry, const SealRequest& r,
 }
 
 bool Host::Impl::SealOnHost(CheckpointEntry* entry, const SealRequest& r,
-                            std::span<const StateBuffer> state, Sealed* sealed) {
+                            std::span<const StateBuffer> state, Sealed* sealed, std::string* why) {
   // Larger than the Host budget: only as a way down to a cold tier (the arena is the bound).
   const bool cold = cold_ != nullptr && cold_capacity_bytes_ > 0;
-  if (entry->logical_bytes > options_.host_capacity_bytes && !cold) return false;
+  if (entry->logical_bytes > options_.host_capacity_bytes && !cold) {
+    *why = "its " + std::to_string(entry->logical_bytes) +
+           " logical bytes exceed host_capacity_bytes " +
+           std::to_string(options_.host_capacity_bytes) + " and there is no cold tier";
+    return false;
+  }
   auto copy = NewHostCopy(*entry);
-  if (!copy.ok()) return false;
+  if (!copy.ok()) {
+    *why = "it needs " + std::to_string(entry->physical_bytes) +
+           " bytes of pinned Host memory; host_memory_bytes is " +
+           std::to_string(arena_->capacity_bytes()) + " with " +
+           std::to_string(arena_->used_bytes()) +
+           " in use (Host copies, restores staging, demotions, seals in flight): retry after a "
+           "later Poll() (pressure frees it as spills complete) or raise host_memory_bytes";
+    return false;
+  }
   std::shared_ptr<HostCopy> host_copy = std::move(copy).value();
   auto job = device_->ToHost(r.pages, state, *host_copy);
   if (!job.ok()) {
     Log(TIER_LOG_WARN, "host: sealing " + KeyHex(entry->key) + ": " + job.status().ToString());
+    *why = job.status().ToString();
     return false;
   }
   WriteManifests(*entry, host_copy.get());

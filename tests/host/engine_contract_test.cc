@@ -243,5 +243,33 @@ TEST_F(HostEngineContract, AllocatorHandingOverWrongPagesIsNamed) {
   EXPECT_EQ(PlacementsOf(cp), kH) << "the checkpoint itself is fine";
 }
 
+// Issue 20, defect 3: a seal that can be placed neither on Device nor in Host is refused at once
+// (never pending), and the message names host_memory_bytes and the figures.
+TEST_F(HostEngineContract, SealThatCannotBePlacedIsRefusedNamingHostMemoryBytes) {
+  Open("null", {}, 0, Bytes(8), [](HostOptions& o) { o.host_memory_bytes = 128 << 10; });
+  const auto big = Blocks(10, 4);  // 256 KiB of KV: more than the pinned memory
+  std::vector<uint32_t> pages;
+  ASSERT_TRUE(pool_->Allocate(32, &pages));
+  SealRequest r;
+  r.blocks = big;
+  r.tokens = 4 * 512;
+  r.pages = pages;
+  const size_t events_before = events_.size();
+  const Sealed sealed = host_->Seal(r);
+  EXPECT_EQ(sealed.status.code(), TIER_NO_SPACE);
+  const std::string& message = sealed.status.message();
+  EXPECT_NE(message.find("host_memory_bytes is 131072"), std::string::npos) << message;
+  EXPECT_NE(message.find("device_capacity_bytes 0"), std::string::npos) << message;
+  EXPECT_FALSE(Info(big).has_value());
+  Settle();
+  for (size_t i = events_before; i < events_.size(); ++i) {
+    EXPECT_NE(events_[i].kind, Event::kSealed) << "a refused seal has no event";
+    EXPECT_NE(events_[i].kind, Event::kPagesReleased) << "nothing was held";
+  }
+  pool_->Unref(pages);
+  EXPECT_TRUE(Seal(Blocks(50, 1), 2)) << "one that fits is placed";
+  EXPECT_EQ(PlacementsOf(Blocks(50, 1)), kH);
+}
+
 }  // namespace
 }  // namespace tier::host::test

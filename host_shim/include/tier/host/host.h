@@ -156,7 +156,10 @@ struct HostOptions {
   uint64_t host_capacity_bytes = 16ull << 30;
   // The hard bound on the Host's pinned memory (physical bytes): Host copies, restores being
   // staged, demotions and seals in progress. 0 = twice host_capacity_bytes / bytes_scale plus
-  // 64 MiB. An operation that finds it full waits (pending) until pressure frees some.
+  // 64 MiB. A cold restore that finds it full waits (pending, root reason no_room past the
+  // deadline) until pressure frees some; a demotion that finds it full drops the Device copy; a
+  // Seal that can be placed neither on Device nor in Host is refused at once (NO_SPACE naming
+  // host_memory_bytes and the figures; see Seal), never left pending.
   uint64_t host_memory_bytes = 0;
   // For simulators: every byte moved stands for this many bytes of the real model in budgets and
   // in the cost model. 1 for a real server.
@@ -336,6 +339,14 @@ class Host {
   void Release(uint64_t admission_id);
   // Parks a checkpoint: holds its pages (Device placement) or copies them out (Host), reads its
   // state buffers, and makes room by the policy. Never blocks. Scheduler thread.
+  // Codes (Sealed::status; not ok = nothing taken, no event follows, the pages stay the
+  // server's): INVALID_ARGUMENT for a request that does not fit the pool (pages, tokens, blocks,
+  // state kinds; the message names what), BUSY while a checkpoint of the same key is being
+  // removed, NO_SPACE when it fits neither on Device (device_capacity_bytes, device memory for
+  // its state) nor in Host (host_capacity_bytes without a cold tier, or pinned memory: the
+  // message names host_memory_bytes, what the checkpoint needs and what is in use). A refused
+  // seal is not retried by the Host: the server may seal again after a later Poll() (spills
+  // completing free Host memory) or let the request's state go (its next turn prefills).
   Sealed Seal(const SealRequest& request);
   // A hint that the session with this prefix is likely to return soon (an agent's tool call went
   // out): starts Cold -> Host for the longest match, admits nothing. Returns the prefetch id, or 0
