@@ -199,14 +199,19 @@ Host::Impl::Impl(HostOptions options)
 Host::Impl::~Impl() {
   closing_ = true;
   for (auto& [id, op] : ops_) op->cancelled = true;
-  // Wait (bounded) for what is in flight: provider calls settle, copies finish.
+  // Write what only Host holds to a persistent cold tier, and wait (bounded) for what is in
+  // flight: provider calls settle, copies finish.
   const uint64_t deadline = Now() + options_.close_timeout_ns;
+  StartCloseFlush();
   std::vector<Event> ignored;
-  while ((Busy() || (cold_ != nullptr && cold_->unsettled() > 0)) && Now() < deadline) {
+  while (Now() < deadline) {
+    ContinueCloseFlush();
+    if (!CloseFlushing() && !Busy() && (cold_ == nullptr || cold_->unsettled() == 0)) break;
     WaitForWork(10 * 1000 * 1000);
     Poll(&ignored);
     ignored.clear();
   }
+  FinishCloseFlush();
   if (cold_ != nullptr && cold_->unsettled() > 0) {
     Log(TIER_LOG_ERROR, "host: the " + provider_name_ + " provider left " +
                             std::to_string(cold_->unsettled()) +

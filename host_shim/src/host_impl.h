@@ -212,6 +212,24 @@ class Host::Impl {
   uint64_t ColdBytesNeeded(const CheckpointEntry& entry) const;
   void UpdateGauges();
 
+  // ---- close (close_flush.cc) ------------------------------------------------------------------
+  // Close() writes the Host copies no cold copy backs to a persistent cold tier, most valuable
+  // first, a few at a time, while close_timeout_ns lasts (HostOptions::flush_host_at_close).
+  struct CloseFlush {
+    std::vector<tier_key> order;  // most valuable first
+    size_t next = 0;              // order[next..] not started yet
+    uint64_t started = 0, no_room = 0;
+    uint64_t spills_before = 0, failures_before = 0;  // stats_ at the start
+    uint64_t started_ns = 0;
+  };
+  bool FlushesAtClose() const;
+  std::vector<tier_key> CloseFlushOrder() const;
+  void StartCloseFlush();
+  void ContinueCloseFlush();   // starts spills while fewer than a few are in flight
+  bool CloseFlushing() const;  // some are not started yet
+  void FinishCloseFlush();     // counts and logs what was written, failed and left
+  CloseFlush close_flush_;
+
   // ---- start-up (startup.cc) --------------------------------------------------------------------
   Status OpenProvider();
   Status Readopt();

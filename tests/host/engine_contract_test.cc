@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "host_fixture.h"
+#include "test_support.h"
 
 namespace tier::host::test {
 namespace {
@@ -269,6 +270,46 @@ TEST_F(HostEngineContract, SealThatCannotBePlacedIsRefusedNamingHostMemoryBytes)
   pool_->Unref(pages);
   EXPECT_TRUE(Seal(Blocks(50, 1), 2)) << "one that fits is placed";
   EXPECT_EQ(PlacementsOf(Blocks(50, 1)), kH);
+}
+
+// Issue 20, defect 4: checkpoints only Host held were lost at close (a restart served the turn
+// before). Close writes them to a persistent cold tier; a restart re-adopts the newest turn.
+class HostCloseFlush : public HostTest {
+ protected:
+  void ParkTwoTurnsAndRestart(bool flush) {
+    const ProviderOptions disk = {
+        {"dir", dir_.path() + "/cold"}, {"capacity_bytes", "67108864"}, {"chunk_kib", "64"}};
+    auto tweak = [flush](HostOptions& o) { o.flush_host_at_close = flush; };
+    Open("disk", disk, 0, Bytes(2) * 4, tweak);  // no Device budget: both turns in Host
+    ASSERT_TRUE(Seal(turn1_, 1));
+    ASSERT_TRUE(Seal(turn2_, 2));
+    ASSERT_EQ(PlacementsOf(turn2_), kH);
+    ASSERT_EQ(host_->Stats().cold_entries, 0u) << "nothing below Host before close";
+    host_.reset();  // the server stops
+    Open("disk", disk, 0, Bytes(2) * 4, tweak);
+  }
+  tier::test::ScopedTempDir dir_;
+  const std::vector<uint64_t> turn1_ = Blocks(10, 1), turn2_ = Blocks(10, 2);
+};
+
+TEST_F(HostCloseFlush, CloseWritesHostCopiesAndARestartReadoptsTheNewestTurn) {
+  ParkTwoTurnsAndRestart(true);
+  EXPECT_EQ(PlacementsOf(turn2_), kC) << "the newest turn survived the restart";
+  EXPECT_GE(Counter(R"(tier_close_flush_total{result="written"})"), 1);
+  EXPECT_EQ(Counter(R"(tier_close_flush_total{result="left"})"), 0);
+  Admission next = AdmitAndWait(Blocks(10, 3), 10);  // the session's third turn comes back
+  ASSERT_EQ(next.state, AdmissionState::kReady);
+  EXPECT_EQ(next.outcome, Outcome::kColdRestore);
+  EXPECT_EQ(next.cached_tokens, 2u * 512) << "resumed from the newest turn, not the one before";
+  EXPECT_EQ(mismatched_, 0u);
+  Release(next);
+}
+
+TEST_F(HostCloseFlush, CloseWritesNothingWhenTheFlagIsOff) {
+  ParkTwoTurnsAndRestart(false);
+  EXPECT_EQ(host_->Stats().readopted, 0u);
+  EXPECT_EQ(PlacementsOf(turn2_), 0);
+  EXPECT_EQ(Counter(R"(tier_close_flush_total{result="written"})"), 0);
 }
 
 }  // namespace

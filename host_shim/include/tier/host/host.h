@@ -173,6 +173,11 @@ struct HostOptions {
   uint64_t provider_timeout_ns = 30ull * 1000 * 1000 * 1000;
   // How long Close() waits for provider operations before giving up on them (never a hang).
   uint64_t close_timeout_ns = 30ull * 1000 * 1000 * 1000;
+  // Close() writes the Host copies no cold copy backs to a persistent cold tier
+  // (TIER_CAP_PERSISTENT), most valuable first, within close_timeout_ns, so that a restart
+  // re-adopts what the server parked last (counted in tier_close_flush_total, one log line).
+  // Device-only checkpoints are not written. false = Close() writes nothing new.
+  bool flush_host_at_close = true;
   Policy policy = Policy::kValue;
   ValueLevers value_levers;  // kValue only
   // For simulators: a cold restore is predicted at this read bandwidth over its logical bytes
@@ -320,8 +325,10 @@ class Host {
   // bad option, wrong ABI major, a provider that does not answer in time. Server start-up thread;
   // may block (bounded by provider_timeout_ns).
   static Result<std::unique_ptr<Host>> Open(HostOptions options);
-  // Close(): cancels what is pending, waits up to close_timeout_ns for provider operations, closes
+  // Close(): cancels what is pending, writes Host copies to a persistent cold tier
+  // (flush_host_at_close), waits up to close_timeout_ns in all for provider operations, closes
   // the provider; if one never completes it is abandoned (logged), never waited for forever.
+  // Scheduler thread (the one that opened).
   ~Host();
   Host(const Host&) = delete;
   Host& operator=(const Host&) = delete;
