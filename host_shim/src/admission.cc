@@ -21,6 +21,12 @@ namespace tier {
 namespace {
 
 constexpr int kMaxCandidates = 8;
+constexpr uint64_t kSecondNs = 1000ull * 1000 * 1000;
+// Below this a restore is waited for whatever its prefill: provider latency and scheduling
+// jitter, not the restore's worth, decide there.
+constexpr uint64_t kMinRestoreWaitNs = kSecondNs;
+constexpr uint64_t kFirstRestoreBackoffNs = 5 * kSecondNs;
+constexpr uint64_t kMaxRestoreBackoffNs = 60 * kSecondNs;
 
 RootReason ReasonOfPlan(tier_reason reason) {
   switch (reason) {
@@ -149,7 +155,10 @@ void Host::Impl::TryCandidate(AdmissionOp* op) {
     UseHostCopy(op);
   } else if (e->restoring) {
     op->stage = Stage::kWaitEntry;  // another admission or a prefetch is bringing it in
-    op->wait_deadline_ns = Now() + options_.provider_timeout_ns;
+    if (!op->prefetch && op->restore_deadline_ns == 0) {
+      op->restore_deadline_ns = Now() + RestoreWaitNs(*e);
+    }
+    op->wait_deadline_ns = WaitDeadline(*op);
     waiting_.push_back(op->id);
   } else if (e->in(kCold) && cold_ != nullptr) {
     StartPlan(op);
@@ -258,8 +267,43 @@ void Host::Impl::CheckCopy(AdmissionOp* op) {
   Ready(op);
 }
 
+uint64_t Host::Impl::RestoreWaitNs(const CheckpointEntry& entry) const {
+  return std::min(options_.provider_timeout_ns,
+                  std::max(entry.prefill_saved_ns, kMinRestoreWaitNs));
+}
+
+uint64_t Host::Impl::WaitDeadline(const AdmissionOp& op) const {
+  const uint64_t deadline = Now() + options_.provider_timeout_ns;
+  return op.restore_deadline_ns == 0 ? deadline : std::min(deadline, op.restore_deadline_ns);
+}
+
+void Host::Impl::RestoreTimedOut(const CheckpointEntry& entry) {
+  restore_backoff_ns_ = restore_backoff_ns_ == 0
+                            ? kFirstRestoreBackoffNs
+                            : std::min(kMaxRestoreBackoffNs, restore_backoff_ns_ * 2);
+  restore_backoff_until_ns_ = Now() + restore_backoff_ns_;
+  Log(TIER_LOG_WARN, "host: cold restore of " + KeyHex(entry.key) +
+                         " passed its deadline; cold restores back off " +
+                         std::to_string(restore_backoff_ns_ / kSecondNs) +
+                         " s (requests prefill from the root meanwhile)");
+}
+
 void Host::Impl::StartPlan(AdmissionOp* op) {
   CheckpointEntry* e = op->entry;
+  const uint64_t now = Now();
+  if (now < restore_backoff_until_ns_) {
+    ++stats_.restores_skipped_backing_off;
+    Skip(op, RootReason::kBusy, true);  // a shorter candidate may be on Device or in Host
+    return;
+  }
+  if (!op->prefetch && op->restore_deadline_ns == 0) {
+    op->restore_deadline_ns = now + RestoreWaitNs(*e);
+  }
+  const uint64_t deadline = WaitDeadline(*op);
+  if (deadline <= now) {
+    Skip(op, RootReason::kTimeout, false);  // it waited what the restore was worth already
+    return;
+  }
   // Providers compare against stored (scaled) bytes: scale the prediction the same way.
   uint64_t predicted_ns = cost_.RootPrefillNs(e->tokens) / options_.bytes_scale;
   if (options_.model_cold_read_bytes_per_second > 0) {
@@ -274,8 +318,9 @@ void Host::Impl::StartPlan(AdmissionOp* op) {
   op->stage = Stage::kPlan;
   op->awaiting_provider = true;
   const uint64_t id = op->id;
-  cold_->PlanRestore(e->key, predicted_ns, op->prefetch ? IoPhase::kPrefetch : IoPhase::kAdmission,
-                     [this, id](Answer<tier_plan> answer) { OnPlan(id, std::move(answer)); });
+  cold_->PlanRestore(
+      e->key, predicted_ns, op->prefetch ? IoPhase::kPrefetch : IoPhase::kAdmission,
+      [this, id](Answer<tier_plan> answer) { OnPlan(id, std::move(answer)); }, deadline - now);
 }
 
 Host::Impl::AdmissionOp* Host::Impl::Answered(uint64_t id) {
@@ -295,6 +340,7 @@ void Host::Impl::OnPlan(uint64_t id, Answer<tier_plan> answer) {
     return;
   }
   if (answer.timed_out) {
+    RestoreTimedOut(*op->entry);
     Skip(op, RootReason::kTimeout, false);
     return;
   }
@@ -315,7 +361,7 @@ void Host::Impl::OnPlan(uint64_t id, Answer<tier_plan> answer) {
   op->stored_bytes = plan.stored_bytes;
   if (!TakeSlot(op)) {
     op->stage = Stage::kWaitSlot;
-    op->wait_deadline_ns = Now() + options_.provider_timeout_ns;
+    op->wait_deadline_ns = WaitDeadline(*op);
     waiting_.push_back(op->id);
     return;
   }
@@ -356,7 +402,7 @@ void Host::Impl::StartRestore(AdmissionOp* op) {
   if (!buffers.ok()) {
     if (op->stage != Stage::kWaitRoom) {
       op->stage = Stage::kWaitRoom;  // pressure frees host memory; Poll retries
-      op->wait_deadline_ns = Now() + options_.provider_timeout_ns;
+      op->wait_deadline_ns = WaitDeadline(*op);
     }
     waiting_.push_back(op->id);  // RetryWaiting took it off the list to retry it
     return;
@@ -376,12 +422,15 @@ void Host::Impl::StartRestore(AdmissionOp* op) {
     server_metrics_->Prefetch("issued");
   }
   const uint64_t id = op->id;
+  const uint64_t now = Now();
+  const uint64_t deadline = WaitDeadline(*op);
   cold_->Restore(
       e->key, std::move(segments), op->prefetch ? IoPhase::kPrefetch : IoPhase::kAdmission,
       [this, id, staging](Answer<Completion> answer) {
         OnRestored(id, staging, std::move(answer));
       },
-      [staging] {});  // the buffers outlive a late completion
+      [staging] {},  // the buffers outlive a late completion
+      deadline > now ? deadline - now : 1);
 }
 
 void Host::Impl::OnRestored(uint64_t id, std::shared_ptr<HostCopy> buffers,
@@ -393,9 +442,11 @@ void Host::Impl::OnRestored(uint64_t id, std::shared_ptr<HostCopy> buffers,
   e->restoring = false;
   ReleaseSlot(op);
   if (answer.timed_out) {
+    RestoreTimedOut(*e);
     Skip(op, RootReason::kTimeout, false);
     return;
   }
+  restore_backoff_ns_ = 0;  // the provider answers: the next timeout backs off 1 s again
   const Completion& done = answer.result.value();
   if (!done.status.ok()) {
     const RootReason reason = ReasonOfRestore(done.status.code());

@@ -99,6 +99,10 @@ class Host::Impl {
     RootReason first_reason = RootReason::kNoCheckpoint;
     uint64_t started_wall_ns = 0;
     uint64_t wait_deadline_ns = 0;  // wall clock, for kWaitEntry/kWaitSlot/kWaitRoom
+    // Wall clock past which this admission stops waiting for its cold candidate (plan, slot,
+    // room, restore): the prefill the restore would replace, within provider_timeout_ns. 0 = not
+    // set yet; prefetches wait provider_timeout_ns (no request waits on them).
+    uint64_t restore_deadline_ns = 0;
     uint64_t cold_restore_ns = 0;
     uint64_t stored_bytes = 0;
     bool cancelled = false;          // Cancel(): no event but kAdmissionCancelled
@@ -142,6 +146,15 @@ class Host::Impl {
   AdmissionOp* Answered(uint64_t id);
   void ForgetCold(CheckpointEntry* entry, bool remove_from_provider);
   void ReleaseSlot(AdmissionOp* op);
+  // How long an admission may wait for a cold restore of `entry`: its predicted root prefill (a
+  // restore is only worth it while it beats the prefill it replaces), at least kMinRestoreWaitNs,
+  // at most provider_timeout_ns.
+  uint64_t RestoreWaitNs(const CheckpointEntry& entry) const;
+  // The wait's deadline for a stage of `op` that starts now (wall clock).
+  uint64_t WaitDeadline(const AdmissionOp& op) const;
+  // A provider call of a cold restore passed its deadline: cold restores back off (doubling,
+  // 5 s to 60 s) so that the next requests prefill at once instead of waiting again.
+  void RestoreTimedOut(const CheckpointEntry& entry);
   void Unpin(CheckpointEntry* entry);
   void RetryWaiting();
 
@@ -275,6 +288,8 @@ class Host::Impl {
   std::map<uint64_t, tier_key> used_;  // ready admissions not yet released -> their checkpoint
   std::deque<uint64_t> waiting_;       // ops in kWaitEntry/kWaitSlot/kWaitRoom, oldest first
   uint32_t restores_in_flight_ = 0;
+  uint64_t restore_backoff_until_ns_ = 0;  // wall clock: no new cold restore before
+  uint64_t restore_backoff_ns_ = 0;        // the current back-off (0 after a restore completed)
   uint32_t max_restores_ = 1;
   std::vector<SealOp> seals_;
   std::vector<CopyJob> lane_copies_;  // device hits' state copies still running

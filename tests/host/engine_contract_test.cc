@@ -272,6 +272,32 @@ TEST_F(HostEngineContract, SealThatCannotBePlacedIsRefusedNamingHostMemoryBytes)
   EXPECT_EQ(PlacementsOf(Blocks(50, 1)), kH);
 }
 
+// Issue 20, defect 5: every request for a checkpoint whose restore never completes waited the
+// whole provider deadline again. A restore is waited for only as long as the prefill it would
+// replace (at least 1 s), and after one passed its deadline the next requests prefill at once.
+TEST_F(HostEngineContract, StuckRestoreCostsThePrefillItReplacesThenRestoresBackOff) {
+  Open("scripted", {{"restore_never", "1"}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2,
+       [](HostOptions& o) {
+         o.provider_timeout_ns = 60ull * 1000 * 1000 * 1000;  // the global deadline: far away
+         o.close_timeout_ns = 300ull * 1000 * 1000;
+       });
+  const auto a = Blocks(10, 1);  // its prefill (TinyProfile): ~2 ms, so the 1 s floor bounds it
+  SealAndPushToCold(a);
+  Admission first = Admit(a, 10);
+  ASSERT_EQ(first.state, AdmissionState::kPending);
+  std::optional<Admission> ended = WaitFor(first.id, 20000);
+  ASSERT_TRUE(ended.has_value()) << "still waiting: bounded by the 60 s deadline, not the prefill";
+  EXPECT_EQ(ended->state, AdmissionState::kRoot);
+  EXPECT_EQ(ended->root_reason, RootReason::kTimeout);
+  EXPECT_EQ(host_->Stats().timeouts, 1u);
+  // The next request for it does not wait again: answered at once, from the root.
+  Admission second = Admit(a, 11);
+  EXPECT_EQ(second.state, AdmissionState::kRoot) << "cold restores are backing off";
+  EXPECT_EQ(second.root_reason, RootReason::kBusy);
+  EXPECT_EQ(host_->Stats().restores_skipped_backing_off, 1u);
+  EXPECT_EQ(host_->Stats().timeouts, 1u) << "no second provider call";
+}
+
 // Issue 20, defect 4: checkpoints only Host held were lost at close (a restart served the turn
 // before). Close writes them to a persistent cold tier; a restart re-adopts the newest turn.
 class HostCloseFlush : public HostTest {

@@ -169,7 +169,12 @@ struct HostOptions {
   uint32_t max_inflight_restores = 4;
   uint32_t provider_threads = 2;
   // Every provider operation's deadline. Past it the admission prefills from the root (reason
-  // timeout) and what the operation borrowed stays pinned until the provider completes.
+  // timeout) and what the operation borrowed stays pinned until the provider completes. An
+  // admission waits for a cold restore no longer than the root prefill of the checkpoint it
+  // would restore (the cost model's prediction, at least 1 s) within this deadline; after a
+  // restore passed its deadline, cold restores back off (5 s doubling to 60 s, reset by one that
+  // completes): meanwhile cold candidates are skipped (root reason busy, counted in
+  // HostStats::restores_skipped_backing_off).
   uint64_t provider_timeout_ns = 30ull * 1000 * 1000 * 1000;
   // How long Close() waits for provider operations before giving up on them (never a hang).
   uint64_t close_timeout_ns = 30ull * 1000 * 1000 * 1000;
@@ -288,6 +293,9 @@ struct HostStats {
   uint64_t prefetches = 0, prefetches_used = 0, prefetches_wasted = 0;
   uint64_t prefetch_hidden_ns = 0;
   uint64_t timeouts = 0;  // provider operations that passed their deadline
+  // Cold candidates an admission or prefetch skipped (root reason busy) because cold restores
+  // were backing off after a restore passed its deadline.
+  uint64_t restores_skipped_backing_off = 0;
   uint64_t verified_restores = 0, mismatched_restores = 0;  // ReportVerification calls
   uint64_t cold_write_bytes = 0;                            // stored bytes written to the cold tier
   uint64_t cold_write_logical_bytes = 0;                    // the same, logical
