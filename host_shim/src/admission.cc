@@ -155,6 +155,7 @@ void Host::Impl::TryCandidate(AdmissionOp* op) {
     UseHostCopy(op);
   } else if (e->restoring) {
     op->stage = Stage::kWaitEntry;  // another admission or a prefetch is bringing it in
+    op->result.outcome = Outcome::kColdRestore;
     if (!op->prefetch && op->restore_deadline_ns == 0) {
       op->restore_deadline_ns = Now() + RestoreWaitNs(*e);
     }
@@ -193,7 +194,10 @@ void Host::Impl::UseHostCopy(AdmissionOp* op) {
     return;
   }
   std::vector<uint32_t> pages;
-  if (!op->allocate_pages(e->page_count, &pages)) {
+  in_allocator_ = true;
+  const bool allocated = op->allocate_pages(e->page_count, &pages);
+  in_allocator_ = false;
+  if (!allocated) {
     GiveBack(op, pages);
     Skip(op, RootReason::kNoRoom, true);  // a shorter checkpoint needs fewer pages
     return;
@@ -314,6 +318,7 @@ void Host::Impl::StartPlan(AdmissionOp* op) {
     }
     predicted_ns = UINT64_MAX;
   }
+  op->result.outcome = Outcome::kColdRestore;  // while pending: the tier it comes from
   op->planned_generation = e->generation;
   op->stage = Stage::kPlan;
   op->awaiting_provider = true;
@@ -391,6 +396,7 @@ void Host::Impl::StartRestore(AdmissionOp* op) {
   if (e->generation != op->planned_generation || !e->in(kCold) || e->doomed) {
     ReleaseSlot(op);
     if (!e->doomed && (e->in(kHost) || e->in(kDevice))) {
+      op->result.outcome = Outcome::kRootPrefill;  // another operation brought it up
       TryCandidate(op);
       return;
     }
@@ -726,6 +732,7 @@ void Host::Impl::RetryWaiting() {
         waiting_.push_back(id);
       } else {
         op->stage = Stage::kLookup;
+        op->result.outcome = Outcome::kRootPrefill;  // what the other operation left decides
         TryCandidate(op);
       }
     } else if (stage == Stage::kWaitSlot) {

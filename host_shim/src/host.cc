@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "host_impl.h"
 
@@ -22,42 +23,53 @@ Result<std::unique_ptr<Host>> Host::Open(HostOptions options) {
 }
 
 Admission Host::Admit(const AdmitRequest& request) {
+  impl_->CheckCaller("Admit");
   return impl_->Admit(request);
 }
 bool Host::Cancel(uint64_t admission_id) {
+  impl_->CheckCaller("Cancel");
   return impl_->Cancel(admission_id);
 }
 void Host::Release(uint64_t admission_id) {
+  impl_->CheckCaller("Release");
   impl_->Release(admission_id);
 }
 Sealed Host::Seal(const SealRequest& request) {
+  impl_->CheckCaller("Seal");
   return impl_->Seal(request);
 }
 uint64_t Host::Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns) {
+  impl_->CheckCaller("Prefetch");
   return impl_->Prefetch(blocks, now_ns);
 }
 bool Host::Evict(const tier_key& key) {
+  impl_->CheckCaller("Evict");
   return impl_->Evict(key);
 }
 void Host::ReportVerification(uint64_t admission_id, bool exact) {
+  impl_->CheckCaller("ReportVerification");
   impl_->ReportVerification(admission_id, exact);
 }
 void Host::Poll(std::vector<Event>* events) {
+  impl_->CheckCaller("Poll");
   impl_->Poll(events);
 }
 int Host::event_fd() const {
   return impl_->event_fd();
 }
 bool Host::WaitForWork(uint64_t timeout_ns) {
+  impl_->CheckCaller("WaitForWork");
   return impl_->WaitForWork(timeout_ns);
 }
 bool Host::Busy() const {
   return impl_->Busy();
 }
 HostStats Host::Stats() const {
+  impl_->CheckCaller("Stats");
   return impl_->Stats();
 }
 std::optional<CheckpointInfo> Host::Describe(std::span<const uint64_t> blocks) const {
+  impl_->CheckCaller("Describe");
   return impl_->Describe(blocks);
 }
 const HostOptions& Host::options() const {
@@ -238,6 +250,17 @@ Host::Impl::~Impl() {
   demotions_.clear();
   seals_.clear();
   releaser_.reset();  // frees them all before the arena goes
+}
+
+void Host::Impl::CheckCaller(const char* method) const {
+  TIER_CHECK_MSG(std::this_thread::get_id() == owner_thread_,
+                 "Host::%s called from a thread other than the one that opened the Host (host.h: "
+                 "one thread, the scheduler's, makes every call)",
+                 method);
+  TIER_CHECK_MSG(!in_allocator_,
+                 "Host::%s called from inside AdmitRequest::allocate_pages (host.h: the "
+                 "allocator must not call back into the Host)",
+                 method);
 }
 
 uint64_t Host::Impl::Now() const {

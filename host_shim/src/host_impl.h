@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "catalog.h"
@@ -55,6 +56,9 @@ class Host::Impl {
   HostStats Stats() const;
   std::optional<CheckpointInfo> Describe(std::span<const uint64_t> blocks) const;
 
+  // Aborts (TIER_CHECK) when `method` is called off the thread that opened the Host, or from
+  // inside the server's PageAllocator.
+  void CheckCaller(const char* method) const;
   const HostOptions& options() const { return options_; }
   int event_fd() const { return queue_->fd(); }
   std::string provider_name() const { return provider_name_; }
@@ -309,6 +313,8 @@ class Host::Impl {
   std::vector<Event> out_;  // events produced since the last Poll()
   Admission finished_;      // the result of an op that finished inside Admit/Prefetch
   bool closing_ = false;
+  const std::thread::id owner_thread_ = std::this_thread::get_id();  // the one that opened
+  bool in_allocator_ = false;  // AdmitRequest::allocate_pages is running
 };
 
 }  // namespace tier

@@ -298,6 +298,61 @@ TEST_F(HostEngineContract, StuckRestoreCostsThePrefillItReplacesThenRestoresBack
   EXPECT_EQ(host_->Stats().timeouts, 1u) << "no second provider call";
 }
 
+// The contract of host.h beyond the defects: the one-thread rule is checked, the allocator may
+// not call back, a pending admission says where it comes from, ids share one space.
+TEST_F(HostEngineContract, ASchedulerMethodCalledFromAnotherThreadAbortsNamingIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Open("null", {}, Bytes(2), Bytes(2));
+  EXPECT_DEATH(
+      {
+        std::thread other([&] {
+          std::vector<Event> events;
+          host_->Poll(&events);
+        });
+        other.join();
+      },
+      "Host::Poll called from a thread other than the one that opened the Host");
+}
+
+TEST_F(HostEngineContract, AnAllocatorCallingBackIntoTheHostAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Open("null", {}, 0, Bytes(4));
+  const auto cp = Blocks(10, 1);
+  ASSERT_TRUE(Seal(cp, 1));
+  ASSERT_EQ(PlacementsOf(cp), kH);
+  auto lane = pool_->NewStateSet();
+  ASSERT_TRUE(lane.ok());
+  AdmitRequest r;
+  r.blocks = cp;
+  r.allocate_pages = [this](uint32_t n, std::vector<uint32_t>* pages) {
+    (void)host_->Stats();
+    return pool_->Allocate(n, pages);
+  };
+  r.state = lane.value()->buffers;
+  EXPECT_DEATH((void)host_->Admit(r),
+               "Host::Stats called from inside AdmitRequest::allocate_pages");
+}
+
+TEST_F(HostEngineContract, APendingAdmissionSaysWhichTierItComesFromAndIdsShareOneSpace) {
+  Open("scripted", {}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
+  const auto cold = Blocks(10, 1);
+  SealAndPushToCold(cold);
+  Admission pending = Admit(cold, 10);
+  ASSERT_EQ(pending.state, AdmissionState::kPending);
+  EXPECT_EQ(pending.outcome, Outcome::kColdRestore) << "while pending: the tier it comes from";
+  std::optional<Admission> done = WaitFor(pending.id);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->outcome, Outcome::kColdRestore);
+  std::set<uint64_t> ids;
+  for (const Event& e : events_) {
+    if (e.kind == Event::kSealed) ids.insert(e.id);
+  }
+  ASSERT_EQ(ids.size(), 4u) << "four seals";
+  EXPECT_EQ(ids.count(pending.id), 0u) << "an admission id is never a seal's";
+  EXPECT_EQ(ids.count(0), 0u);
+  Release(*done);
+}
+
 // Issue 20, defect 4: checkpoints only Host held were lost at close (a restart served the turn
 // before). Close writes them to a persistent cold tier; a restart re-adopts the newest turn.
 class HostCloseFlush : public HostTest {

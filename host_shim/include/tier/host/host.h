@@ -10,17 +10,43 @@
 //   host.reset();                               // Close(): bounded, never hangs on a provider
 //
 // THREADS. One thread, the server's scheduler thread, makes every call on a Host and is the only
-// thread that touches the catalog. Nothing a Host method does waits for a disk, a network or a
-// provider: provider calls run on the Host's own provider threads under a deadline, device copies
-// on the transfer engine's stream (CUDA) or worker (CPU), and their completions only post events
-// that Poll() applies. The exceptions are Open() and Close(), which the server calls at start and
-// at shutdown, and WaitForWork(), a blocking helper for simulators and tests.
+// thread that touches the catalog: the thread that called Open(). Every method marked "Scheduler
+// thread" checks it (TIER_CHECK: a call from another thread aborts, naming the method), and none
+// may be called from inside the server's PageAllocator (it runs inside Admit and Poll). Nothing a
+// Host method does waits for a disk, a network or a provider: provider calls run on the Host's
+// own provider threads under a deadline, device copies on the transfer engine's stream (CUDA) or
+// worker (CPU), and their completions only post events that Poll() applies. The exceptions are
+// Open() and Close(), which the server calls at start and at shutdown, and WaitForWork(), a
+// blocking helper for simulators and tests.
 //
-// PAGES. Device placement means "the KV pages are still resident in the server's pool". Seal adds
-// a Host reference to each page the checkpoint names; the server must not write a page the Host
-// holds until an Event::kPagesReleased names it. Pages the Host returns through an admission of a
-// Device-resident checkpoint are shared and read-only (copy a partial last page before writing).
-// Restores write only into pages the server hands over through AdmitRequest::allocate_pages.
+// PAGES. Device placement means "the KV pages are still resident in the server's pool". Every
+// pool page is, at any moment, the server's or held by the Host:
+//   - Seal (status ok, not `existed`): each page it names is held by the Host from the call until
+//     an Event::kPagesReleased names it: when the gather into Host is done (a Host placement,
+//     with its kSealed) or when the checkpoint leaves Device (a Device placement: pressure,
+//     Evict, ReportVerification). The server must not write, free or reuse it until then. A page
+//     sealed in several checkpoints is released once, when the last of them lets go of it. A
+//     refused seal (status not ok) takes no page.
+//   - A Device hit (Admission::pages_shared): `pages` are the Host's, shared read-only with the
+//     request from Admit until Release(id); whatever pressure does meanwhile (a demotion queued
+//     before the hit included) they are neither written nor named in kPagesReleased before the
+//     Release. The server must not write them (copy a partial last page before appending), nor
+//     free them: after Release they come back, if ever, through kPagesReleased.
+//   - A Host or Cold restore: `allocate_pages` hands the server's free pages over; the Host writes
+//     them until the admission's event (kAdmissionReady: they are the server's again, with the
+//     restored KV, and the Host keeps no reference: the server frees them itself after Release;
+//     kAdmissionCancelled or kAdmissionRoot: the server's, unwritten or to be overwritten).
+//   - Admission::unused_pages: pages allocate_pages handed over that the admission does not use;
+//     the server's again at once, whatever the state (each id once).
+//   - A root admission writes nothing.
+//
+// STATE. A Device hit's state copy is queued on the engine (Admission::state_copy): wait() on it,
+// or order later work after it, before reading the lane's state buffers. A Host or Cold restore's
+// state copies are done when its kAdmissionReady arrives. Seal reads the state buffers until its
+// kSealed event (or Sealed::copied).
+//
+// IDS. Admission, seal and prefetch ids come from one counter per Host: distinct across the
+// three kinds, never 0, never reused. Events carry the id of what they end.
 //
 // BYTES. Every byte the Host moves is the server's: KV pages gathered from its pool (tier_cuda;
 // the CPU path gives identical bytes), its state buffers (StateImage parts, hidden state,
@@ -195,13 +221,18 @@ struct HostOptions {
   // key at admission when the catalog has nothing as long. At most this many candidate lengths.
   uint32_t max_probe_keys = 256;
   // The registry the Host and its provider register their metrics in; null = a private one.
+  // Borrowed: it must outlive the Host (Close included). The series stay registered after the
+  // Host is gone, so a Host opened again over the same registry continues them.
   MetricsRegistry* metrics = nullptr;
 };
 
 // The server's destination for a restore: called synchronously inside Admit (or Poll, once the
 // bytes are in Host) with the number of pages the checkpoint needs; fills `pages` with that many
 // distinct free page ids of the pool and returns true, or returns false when it has none. The
-// pages are the request's; the Host only writes into them.
+// pages are the request's; the Host only writes into them. It must not call back into the Host
+// (a TIER_CHECK). True with the wrong pages (too few or many, one twice, one outside the pool) is
+// a server bug: an error line names it, the request prefills from the root (restore_failed) and
+// every id handed over comes back in unused_pages.
 using PageAllocator = std::function<bool(uint32_t page_count, std::vector<uint32_t>* pages)>;
 
 struct AdmitRequest {
@@ -221,6 +252,9 @@ enum class AdmissionState {
 struct Admission {
   uint64_t id = 0;  // pass to Release() once the request is done (kReady only), Cancel()
   AdmissionState state = AdmissionState::kRoot;
+  // kReady: where the state came from. kPending: the tier the candidate is coming from
+  // (kHostRestore, kColdRestore); the event's admission has the final one (a candidate that
+  // fails gives way to a shorter one, or to the root).
   Outcome outcome = Outcome::kRootPrefill;
   RootReason root_reason = RootReason::kNoCheckpoint;
   uint64_t cached_tokens = 0;   // tokens the reused checkpoint covers (kReady)
@@ -344,16 +378,26 @@ class Host {
   // Looks up the longest checkpoint whose identity is a prefix of request.blocks and starts
   // bringing it to the request: kReady at once for a Device hit, kPending for Host or Cold (an
   // event ends it), kRoot with the reason otherwise. Never blocks. Scheduler thread.
+  // Borrows: `blocks` for the call; `allocate_pages` is called inside this call or a later Poll
+  // (until the admission ends); the lane's `state` buffers are written until the admission's
+  // event (kPending), or by `state_copy` (a Device hit). A ready admission pins its checkpoint
+  // (and a Device hit its pages) until Release(id).
   Admission Admit(const AdmitRequest& request);
   // Ends a pending admission early (an aborted request). Its writes may still be in flight: an
-  // Event::kAdmissionCancelled says when the pages and buffers are the server's again. Returns
-  // false for an unknown or finished id. Scheduler thread.
+  // Event::kAdmissionCancelled says when the pages and buffers are the server's again (its only
+  // event; no kAdmissionReady or kAdmissionRoot follows). Returns false for an unknown, finished
+  // or already cancelled id, and for a prefetch id. Scheduler thread.
   bool Cancel(uint64_t admission_id);
-  // The request that used a ready admission is done: the checkpoint may degrade again.
-  // Scheduler thread.
+  // The request that used a ready admission is done: the checkpoint may degrade again (a Device
+  // hit's pages go back to the Host: see PAGES). Unknown or already released ids are ignored.
+  // Call it after the request's last read of the pages and of state_copy's buffers. Scheduler
+  // thread.
   void Release(uint64_t admission_id);
   // Parks a checkpoint: holds its pages (Device placement) or copies them out (Host), reads its
   // state buffers, and makes room by the policy. Never blocks. Scheduler thread.
+  // Borrows: `blocks`, `server_manifest` for the call; `state` buffers until the kSealed event;
+  // `pages` until kPagesReleased names them (see PAGES). `existed` (the key was sealed already):
+  // only its use time was touched, nothing is taken and no event follows.
   // Codes (Sealed::status; not ok = nothing taken, no event follows, the pages stay the
   // server's): INVALID_ARGUMENT for a request that does not fit the pool (pages, tokens, blocks,
   // state kinds; the message names what), BUSY while a checkpoint of the same key is being
@@ -364,11 +408,13 @@ class Host {
   // completing free Host memory) or let the request's state go (its next turn prefills).
   Sealed Seal(const SealRequest& request);
   // A hint that the session with this prefix is likely to return soon (an agent's tool call went
-  // out): starts Cold -> Host for the longest match, admits nothing. Returns the prefetch id, or 0
-  // when there is nothing to fetch (already on Device/Host, no match). Scheduler thread.
+  // out): starts Cold -> Host for the longest match, admits nothing. Returns the prefetch id (an
+  // Event::kPrefetchDone ends it), or 0 when there is nothing to fetch (already on Device/Host, no
+  // match, no cold tier). Borrows `blocks` for the call. Scheduler thread.
   uint64_t Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns);
-  // Removes a checkpoint from every tier (a closed session). False when absent; a checkpoint in
-  // use leaves once released. Scheduler thread.
+  // Removes a checkpoint from every tier (a closed session): hidden from lookups at once; its
+  // Device pages come back through kPagesReleased. False when absent or already leaving; a
+  // checkpoint in use leaves once released. Scheduler thread.
   bool Evict(const tier_key& key);
   // What the server found when it checked the bytes a ready admission brought back (optional; a
   // server that checks should say). Wrong bytes: the checkpoint leaves the catalog and every tier
@@ -377,7 +423,9 @@ class Host {
   void ReportVerification(uint64_t admission_id, bool exact);
 
   // Applies what completed since the last call (provider completions, finished copies, deadlines)
-  // and appends the resulting events to `events`. Never blocks. Scheduler thread.
+  // and appends the resulting events to `events` (every pending admission, seal and prefetch
+  // ends in exactly one event; kPagesReleased as pages come back). Never blocks. Scheduler
+  // thread.
   void Poll(std::vector<Event>* events);
   // A file descriptor that becomes readable when Poll() has provider work to apply (eventfd); copy
   // completions are not signalled: servers Poll() every scheduler iteration. Any thread.
@@ -389,8 +437,9 @@ class Host {
   // past its deadline no longer counts: it only keeps its buffers until the provider ends it).
   bool Busy() const;
 
-  HostStats Stats() const;
+  HostStats Stats() const;  // Scheduler thread.
   // The checkpoint of exactly these blocks, if the catalog has it (and it is not leaving).
+  // Scheduler thread.
   std::optional<CheckpointInfo> Describe(std::span<const uint64_t> blocks) const;
   const HostOptions& options() const;
   // The provider in use ("disk", "null", ...; "" without a cold tier) and its io path.
