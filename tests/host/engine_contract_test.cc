@@ -121,6 +121,30 @@ TEST_F(HostEngineContract, DeviceHitPagesStayTheServersWithASlowEngine) {
   DeviceHitSurvivesAQueuedDemotion();
 }
 
+// A server that releases a Device hit before its state copy ran (an aborted request) and a
+// checkpoint that leaves Device at once: the copy still reads the Device copy's state buffers,
+// which are freed only after it (before: freed under the engine's worker, the CPU engine's
+// SIGSEGV of issue 20).
+TEST_F(HostEngineContract, ADeviceCopyLeavingWhileItsStateCopyRunsIsFreedAfterIt) {
+  UseSlowEngine(20);
+  Open("null", {}, Bytes(4), Bytes(4));
+  const auto a = Blocks(10, 2);
+  ASSERT_TRUE(Seal(a, 1));
+  ASSERT_EQ(PlacementsOf(a), kD);
+  Admission hit = Admit(a, 2);
+  ASSERT_EQ(hit.outcome, Outcome::kDeviceHit);
+  host_->Release(hit.id);                                // before its state copy ran
+  ASSERT_TRUE(host_->Evict(PrefixKey("host-test", a)));  // the Device copy leaves now
+  PollOnce();
+  ASSERT_TRUE(hit.state_copy.Wait().ok());
+  EXPECT_TRUE(sim::KvPool::CheckState(hit.key, *lanes_[hit.id]))
+      << "the state copy read freed buffers";
+  Settle();
+  EXPECT_FALSE(Info(a).has_value());
+  pool_->Unref(held_pages_[hit.id]);
+  held_pages_.erase(hit.id);
+}
+
 // Issue 20, defect 6: inputs an engine gets wrong are refused with a message naming what does not
 // match, never accepted silently.
 TEST_F(HostEngineContract, ProfileThatDoesNotDescribeThePoolIsRefusedNamingBoth) {
