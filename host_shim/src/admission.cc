@@ -184,6 +184,7 @@ void Host::Impl::UseDeviceCopy(AdmissionOp* op) {
   // The copies run on the engine's stream; their handles stay here (dropping the last one would
   // wait for them on the scheduler thread). Poll() lets go of them once they are done.
   lane_copies_.push_back(std::move(copied).value());
+  StartHitCheck(e);  // verify_held_pages: the pages the request reads are what was sealed
   Ready(op);
 }
 

@@ -244,6 +244,7 @@ Host::Impl::~Impl() {
   for (SealOp& s : seals_) s.copy.Wait().IgnoreError();
   for (auto& [id, op] : ops_) op->copy.Wait().IgnoreError();
   for (CopyJob& job : lane_copies_) job.Wait().IgnoreError();
+  for (HitCheck& c : hit_checks_) c.job.Wait().IgnoreError();
   cold_.reset();         // closes the provider
   catalog_ = Catalog();  // the entries' Host copies go to the releaser
   ops_.clear();
@@ -276,6 +277,7 @@ void Host::Impl::Poll(std::vector<Event>* events) {
     const size_t before = out_.size();
     CheckSeals();
     CheckDemotions();
+    CheckHitReads();
     std::erase_if(lane_copies_, [](const CopyJob& job) { return job.Done(); });
     if (lane_copies_.empty()) retired_device_copies_.clear();
     std::vector<uint64_t> copying;
@@ -307,7 +309,7 @@ bool Host::Impl::WaitForWork(uint64_t timeout_ns) {
 
 bool Host::Impl::Busy() const {
   // Calls past their deadline are over for the Host (only their buffers wait for the provider).
-  return !ops_.empty() || !seals_.empty() || !demotions_.empty() ||
+  return !ops_.empty() || !seals_.empty() || !demotions_.empty() || !hit_checks_.empty() ||
          (cold_ != nullptr && cold_->unanswered() > 0) || queue_->size() > 0;
 }
 

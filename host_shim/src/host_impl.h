@@ -182,8 +182,27 @@ class Host::Impl {
     CopyJob copy;
     std::vector<uint32_t> held_pages;  // released when the copy is done (Host seals)
     std::shared_ptr<HostCopy> host_copy;
+    std::shared_ptr<HostCopy> verify_copy;  // verify_held_pages: the pages as sealed
   };
   void CheckSeals();
+
+  // ---- verify_held_pages (held_pages.cc) ------------------------------------------------------
+  // Host memory for a gather of the entry's KV segments alone.
+  Result<std::shared_ptr<HostCopy>> NewKvScratch(const CheckpointEntry& entry);
+  // One checksum per page over every layer and plane of a gathered copy of `pages` pages.
+  std::vector<uint64_t> PageSums(const HostCopy& copy, uint32_t pages) const;
+  // Compares a gathered copy with the sums taken at the seal; on a difference logs an error naming
+  // the page, counts it and dooms the entry. True when intact (or nothing to compare).
+  bool HeldPagesIntact(CheckpointEntry* entry, const HostCopy& copy, const char* when);
+  // A Device hit reads the pages: gathered and checked once the gather is done (Poll).
+  void StartHitCheck(CheckpointEntry* entry);
+  void CheckHitReads();
+  struct HitCheck {
+    tier_key key{};
+    std::shared_ptr<HostCopy> copy;
+    CopyJob job;
+  };
+  std::vector<HitCheck> hit_checks_;  // each pins its entry
 
   // ---- pressure (pressure.cc) -------------------------------------------------------------------
   // Starts whatever brings each tier back under its budget; never waits. Called after every

@@ -142,6 +142,8 @@ void Host::Impl::CheckDemotions() {
     if (!copied.ok()) {
       Log(TIER_LOG_WARN, "host: device-to-host copy of " + KeyHex(d.key) +
                              " failed: " + copied.ToString() + " (Device copy kept)");
+    } else if (!HeldPagesIntact(e, *d.host_copy, "its demotion")) {
+      // Not placed in Host: the bytes are not what was sealed; it leaves once idle.
     } else {
       e->host_copy = std::move(d.host_copy);
       catalog_.AddPlacement(e, kHost);

@@ -239,8 +239,21 @@ bool Host::Impl::SealOnDevice(CheckpointEntry* entry, const SealRequest& r,
   server_metrics_->Transition("none", "device");
   entry->sealing = true;
   sealed->on_device = true;
+  std::shared_ptr<HostCopy> verify;
+  if (options_.verify_held_pages) {  // the pages as sealed: checked whenever they are read
+    auto scratch = NewKvScratch(*entry);
+    auto gathered = scratch.ok() ? device_->ToHost(r.pages, {}, *scratch.value())
+                                 : Result<CopyJob>(scratch.status());
+    if (gathered.ok()) {
+      for (const device::Transfer& t : gathered.value().transfers()) job.Add(t);
+      verify = std::move(scratch).value();
+    } else {
+      Log(TIER_LOG_DEBUG, "host: the pages of " + KeyHex(entry->key) +
+                              " are not verified: " + gathered.status().ToString());
+    }
+  }
   sealed->copied = job.Last();
-  seals_.push_back({sealed->id, entry->key, std::move(job), {}, nullptr});
+  seals_.push_back({sealed->id, entry->key, std::move(job), {}, nullptr, std::move(verify)});
   return true;
 }
 
@@ -276,7 +289,7 @@ bool Host::Impl::SealOnHost(CheckpointEntry* entry, const SealRequest& r,
   entry->sealing = true;
   sealed->copied = job.value().Last();
   seals_.push_back({sealed->id, entry->key, std::move(job).value(),
-                    std::vector<uint32_t>(r.pages.begin(), r.pages.end()), host_copy});
+                    std::vector<uint32_t>(r.pages.begin(), r.pages.end()), host_copy, nullptr});
   return true;
 }
 
@@ -295,6 +308,9 @@ void Host::Impl::CheckSeals() {
       entry->host_copy = std::move(s.host_copy);
       catalog_.AddPlacement(entry, kHost);
       server_metrics_->Transition("none", "host");
+    }
+    if (copied.ok() && s.verify_copy != nullptr) {
+      entry->page_sums = PageSums(*s.verify_copy, entry->page_count);
     }
     if (!s.held_pages.empty()) ReleasePages(s.held_pages);
     if (!copied.ok()) {

@@ -145,6 +145,48 @@ TEST_F(HostEngineContract, ADeviceCopyLeavingWhileItsStateCopyRunsIsFreedAfterIt
   held_pages_.erase(hit.id);
 }
 
+// verify_held_pages: a server that writes a page the Host holds (before kPagesReleased) gets an
+// error naming the page when the Host next reads it (a Device hit, a demotion), and the
+// checkpoint leaves every tier instead of being served again with wrong bytes.
+TEST_F(HostEngineContract, VerifyHeldPagesNamesAPageTheServerWroteWhileTheHostHeldIt) {
+  Open("null", {}, Bytes(2) + 4096, Bytes(8), [](HostOptions& o) { o.verify_held_pages = true; });
+  std::vector<std::string> errors;
+  SetLogSink([&](tier_log_level level, std::string_view line) {
+    if (level == TIER_LOG_ERROR) errors.emplace_back(line);
+  });
+  const auto a = Blocks(10, 2);
+  ASSERT_TRUE(Seal(a, 1));
+  Admission first = AdmitAndWait(a, 2);  // its pages as sealed: no error
+  ASSERT_EQ(first.outcome, Outcome::kDeviceHit);
+  const std::vector<uint32_t> pages = first.pages;
+  Release(first);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  // The server writes page 3 of the checkpoint, which the Host still holds.
+  pool_->Fill(PrefixHashes(Blocks(999, 1)), 512, 0, std::span(pages).subspan(3, 1));
+  Admission second = Admit(a, 3);
+  ASSERT_EQ(second.outcome, Outcome::kDeviceHit);
+  Settle();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("page " + std::to_string(pages[3]) + " (index 3)"), std::string::npos)
+      << errors[0];
+  EXPECT_EQ(host_->Stats().held_page_mismatches, 1u);
+  Release(second);
+  EXPECT_FALSE(Info(a).has_value()) << "never served again";
+  // The same through a demotion: b's page written, then pushed down by a newer checkpoint.
+  const auto b = Blocks(20, 2);
+  ASSERT_TRUE(Seal(b, 10));
+  Admission peek = AdmitAndWait(b, 11);
+  const std::vector<uint32_t> b_pages = peek.pages;
+  Release(peek);
+  pool_->Fill(PrefixHashes(Blocks(998, 1)), 512, 0, std::span(b_pages).first(1));
+  errors.clear();
+  ASSERT_TRUE(Seal(Blocks(30, 2), 20));  // over the Device budget: b is demoted
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("found at its demotion"), std::string::npos) << errors[0];
+  EXPECT_FALSE(Info(b).has_value()) << "not placed in Host with wrong bytes";
+  SetLogSink(nullptr);
+}
+
 // Issue 20, defect 6: inputs an engine gets wrong are refused with a message naming what does not
 // match, never accepted silently.
 TEST_F(HostEngineContract, ProfileThatDoesNotDescribeThePoolIsRefusedNamingBoth) {

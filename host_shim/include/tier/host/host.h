@@ -220,6 +220,12 @@ struct HostOptions {
   // Shared cold tiers (TIER_CAP_SHARED with probe): look checkpoints other servers spilled up by
   // key at admission when the catalog has nothing as long. At most this many candidate lengths.
   uint32_t max_probe_keys = 256;
+  // Opt-in (a debugging aid, off in production): the pages a Device placement holds are
+  // checksummed at Seal (one gather into Host memory) and checked whenever the Host reads them (a
+  // demotion, a Device hit, gathered again). A server that wrote a page before kPagesReleased named
+  // it gets an error line naming the page and the checkpoint (HostStats::held_page_mismatches);
+  // the checkpoint leaves every tier instead of being served with wrong bytes.
+  bool verify_held_pages = false;
   // The registry the Host and its provider register their metrics in; null = a private one.
   // Borrowed: it must outlive the Host (Close included). The series stay registered after the
   // Host is gone, so a Host opened again over the same registry continues them.
@@ -331,8 +337,9 @@ struct HostStats {
   // were backing off after a restore passed its deadline.
   uint64_t restores_skipped_backing_off = 0;
   uint64_t verified_restores = 0, mismatched_restores = 0;  // ReportVerification calls
-  uint64_t cold_write_bytes = 0;                            // stored bytes written to the cold tier
-  uint64_t cold_write_logical_bytes = 0;                    // the same, logical
+  uint64_t held_page_mismatches = 0;      // verify_held_pages: held pages the server wrote
+  uint64_t cold_write_bytes = 0;          // stored bytes written to the cold tier
+  uint64_t cold_write_logical_bytes = 0;  // the same, logical
   // Spilled KV bytes (logical) that repeat the KV of the checkpoint it extends, when that parent
   // was in Cold at the time: what storing shared pages once would have saved.
   uint64_t cold_write_parent_kv_logical_bytes = 0;
