@@ -260,12 +260,16 @@ void Host::Impl::CheckCopy(AdmissionOp* op) {
   if (!op->copy.Done()) return;
   const Status copied = op->copy.Wait();
   op->copy = CopyJob();
-  if (op->cancelled || !copied.ok()) {
+  // Reported wrong (ReportVerification) or found changed (verify_held_pages) while the copy ran:
+  // never served, whatever the copy did.
+  const bool doomed = op->entry != nullptr && op->entry->doomed;
+  if (op->cancelled || !copied.ok() || doomed) {
     if (!copied.ok()) Log(TIER_LOG_WARN, "host: copy into the pool failed: " + copied.ToString());
     op->result.unused_pages.insert(op->result.unused_pages.end(), op->pages.begin(),
                                    op->pages.end());
     op->pages.clear();
-    Skip(op, RootReason::kRestoreFailed, false);  // cancelled: ends as kAdmissionCancelled
+    // cancelled: ends as kAdmissionCancelled
+    Skip(op, doomed && copied.ok() ? RootReason::kCorrupt : RootReason::kRestoreFailed, false);
     return;
   }
   op->result.pages = op->pages;

@@ -47,7 +47,6 @@ std::vector<tier_key> Host::Impl::CloseFlushOrder() const {
 void Host::Impl::StartCloseFlush() {
   if (!FlushesAtClose()) return;
   close_flush_.order = CloseFlushOrder();
-  close_flush_.spills_before = stats_.spills + stats_.spills_already_stored;
   close_flush_.failures_before = stats_.spill_failures;
   close_flush_.started_ns = Now();
 }
@@ -67,7 +66,7 @@ void Host::Impl::ContinueCloseFlush() {
       continue;
     }
     StartSpill(e);
-    ++f.started;
+    f.started.push_back(e->key);
   }
 }
 
@@ -78,9 +77,14 @@ bool Host::Impl::CloseFlushing() const {
 void Host::Impl::FinishCloseFlush() {
   const CloseFlush& f = close_flush_;
   if (f.order.empty()) return;
-  const uint64_t written = stats_.spills + stats_.spills_already_stored - f.spills_before;
-  const uint64_t failed = stats_.spill_failures - f.failures_before;
-  const uint64_t left = f.order.size() - std::min<uint64_t>(f.order.size(), written + failed);
+  // Only the flush's own spills count (pressure's, started before close, may land meanwhile).
+  uint64_t written = 0;
+  for (const tier_key& key : f.started) {
+    const CheckpointEntry* e = catalog_.Find(key);
+    if (e != nullptr && e->in(kCold)) ++written;
+  }
+  const uint64_t failed = f.started.size() - written;  // failed, or still writing at the deadline
+  const uint64_t left = f.order.size() - f.started.size();
   server_metrics_->CloseFlush("written", written);
   server_metrics_->CloseFlush("failed", failed);
   server_metrics_->CloseFlush("left", left);
@@ -88,9 +92,11 @@ void Host::Impl::FinishCloseFlush() {
       "host: close wrote " + std::to_string(written) + " of " + std::to_string(f.order.size()) +
           " Host cop" + (f.order.size() == 1 ? "y" : "ies") + " to the " + provider_name_ +
           " cold tier in " + std::to_string((Now() - f.started_ns) / 1000000) + " ms" +
-          (failed > 0 ? "; " + std::to_string(failed) + " failed" : std::string()) +
+          (failed > 0 ? "; " + std::to_string(failed) + " failed or unfinished at the deadline"
+                      : std::string()) +
           (left > 0 ? "; " + std::to_string(left) + " left (" + std::to_string(f.no_room) +
-                          " without room in Cold, the rest past close_timeout_ns)"
+                          " without room in Cold, the rest past close_timeout_ns or after "
+                          "repeated failures)"
                     : std::string()));
 }
 

@@ -252,10 +252,11 @@ class Host::Impl {
   // Close() writes the Host copies no cold copy backs to a persistent cold tier, most valuable
   // first, a few at a time, while close_timeout_ns lasts (HostOptions::flush_host_at_close).
   struct CloseFlush {
-    std::vector<tier_key> order;  // most valuable first
-    size_t next = 0;              // order[next..] not started yet
-    uint64_t started = 0, no_room = 0;
-    uint64_t spills_before = 0, failures_before = 0;  // stats_ at the start
+    std::vector<tier_key> order;    // most valuable first
+    size_t next = 0;                // order[next..] not started yet
+    std::vector<tier_key> started;  // the spills the flush started
+    uint64_t no_room = 0;
+    uint64_t failures_before = 0;  // stats_.spill_failures at the start
     uint64_t started_ns = 0;
   };
   bool FlushesAtClose() const;

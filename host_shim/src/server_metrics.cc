@@ -80,8 +80,9 @@ ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
   for (const char* action : {"kept_host", "dropped"}) registry->Series(spill_failures_, {action});
   close_flush_ = registry->Counter(
       "tier_close_flush_total",
-      "Host copies close wrote to a persistent cold tier (written), whose write failed (failed), "
-      "or that close_timeout_ns left unwritten (left).",
+      "Host copies close wrote to a persistent cold tier (written), whose write failed or did "
+      "not finish by close_timeout_ns (failed), or that it never started (left: past the "
+      "deadline, no room in Cold, or after repeated failures).",
       {"result"});
   for (const char* result : {"written", "failed", "left"}) registry->Series(close_flush_, {result});
   MetricFamily* verified = registry->Counter(

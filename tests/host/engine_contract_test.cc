@@ -187,6 +187,28 @@ TEST_F(HostEngineContract, VerifyHeldPagesNamesAPageTheServerWroteWhileTheHostHe
   SetLogSink(nullptr);
 }
 
+// ReportVerification(false) says the checkpoint is never served again: an admission of it already
+// under way (its Host -> pool copy running) ends at the root (reason corrupt), not ready with the
+// bytes just reported wrong; its pages come back in unused_pages. (Found by the simulation.)
+TEST_F(HostEngineContract, APendingAdmissionOfACheckpointReportedWrongIsNotServed) {
+  UseSlowEngine(20);
+  Open("null", {}, 0, Bytes(4));  // Host only: every admission copies Host -> pool
+  const auto a = Blocks(10, 1);
+  ASSERT_TRUE(Seal(a, 1));
+  Admission first = AdmitAndWait(a, 2);
+  ASSERT_EQ(first.state, AdmissionState::kReady);
+  Admission second = Admit(a, 3);
+  ASSERT_EQ(second.state, AdmissionState::kPending) << "its copy runs on the slow engine";
+  host_->ReportVerification(first.id, false);  // the server found wrong bytes in the first
+  std::optional<Admission> ended = WaitFor(second.id);
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_EQ(ended->state, AdmissionState::kRoot) << "not served after it was reported wrong";
+  EXPECT_EQ(ended->root_reason, RootReason::kCorrupt);
+  EXPECT_EQ(ended->unused_pages.size(), 8u) << "its pages are the server's again";
+  Release(first);
+  EXPECT_FALSE(Info(a).has_value());
+}
+
 // Issue 20, defect 6: inputs an engine gets wrong are refused with a message naming what does not
 // match, never accepted silently.
 TEST_F(HostEngineContract, ProfileThatDoesNotDescribeThePoolIsRefusedNamingBoth) {
@@ -442,7 +464,7 @@ class HostCloseFlush : public HostTest {
 TEST_F(HostCloseFlush, CloseWritesHostCopiesAndARestartReadoptsTheNewestTurn) {
   ParkTwoTurnsAndRestart(true);
   EXPECT_EQ(PlacementsOf(turn2_), kC) << "the newest turn survived the restart";
-  EXPECT_GE(Counter(R"(tier_close_flush_total{result="written"})"), 1);
+  EXPECT_EQ(Counter(R"(tier_close_flush_total{result="written"})"), 2) << "both turns, no more";
   EXPECT_EQ(Counter(R"(tier_close_flush_total{result="left"})"), 0);
   Admission next = AdmitAndWait(Blocks(10, 3), 10);  // the session's third turn comes back
   ASSERT_EQ(next.state, AdmissionState::kReady);
