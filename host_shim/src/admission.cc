@@ -409,7 +409,7 @@ void Host::Impl::StartRestore(AdmissionOp* op) {
     Skip(op, RootReason::kStalePlan, false);
     return;
   }
-  auto buffers = NewHostCopy(*e);
+  auto buffers = HostCopyMakingRoom(*e);
   if (!buffers.ok()) {
     if (op->stage != Stage::kWaitRoom) {
       op->stage = Stage::kWaitRoom;  // pressure frees host memory; Poll retries

@@ -176,6 +176,10 @@ class Host::Impl {
   // but copies let go are still being freed, waits for them (frees only return extents to the
   // arena's one chunk: microseconds) and tries once more. NO_SPACE otherwise.
   Result<std::shared_ptr<HostCopy>> NewHostCopy(const CheckpointEntry& entry);
+  // NewHostCopy; when the arena is full, first drops idle Host copies that Cold or Device back,
+  // least valuable first (a seal, a demotion or a restore would otherwise be refused, dropped or
+  // wait while the logical Host budget has room).
+  Result<std::shared_ptr<HostCopy>> HostCopyMakingRoom(const CheckpointEntry& entry);
   struct SealOp {
     uint64_t id = 0;
     tier_key key{};

@@ -98,7 +98,7 @@ void Host::Impl::RebalanceDevice() {
 }
 
 void Host::Impl::StartDemotion(CheckpointEntry* e) {
-  auto copy = NewHostCopy(*e);
+  auto copy = HostCopyMakingRoom(*e);
   if (!copy.ok()) {
     Log(TIER_LOG_DEBUG,
         "host: no host memory to demote " + KeyHex(e->key) + ": " + copy.status().ToString());

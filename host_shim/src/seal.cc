@@ -160,6 +160,24 @@ Result<std::shared_ptr<HostCopy>> Host::Impl::NewHostCopy(const CheckpointEntry&
   return releaser_->Own(std::move(copy).value());
 }
 
+Result<std::shared_ptr<HostCopy>> Host::Impl::HostCopyMakingRoom(const CheckpointEntry& entry) {
+  auto copy = NewHostCopy(entry);
+  if (copy.ok()) return copy;
+  // The pinned memory is full while the logical Host budget may not be: let go of Host copies
+  // that another tier backs (Cold or Device), least valuable first, until it fits. Each costs only
+  // a slower restore later; the alternative loses `entry` (a refused seal, a dropped demotion) or
+  // keeps a request waiting (a restore).
+  for (const tier_key& key : VictimsIn(kHost)) {
+    CheckpointEntry* victim = catalog_.Find(key);
+    if (victim == &entry || !(victim->in(kCold) || victim->in(kDevice))) continue;
+    policy_.OnLeave(*victim);
+    DropHost(victim, "evicted");
+    copy = NewHostCopy(entry);
+    if (copy.ok()) return copy;
+  }
+  return copy;
+}
+
 void Host::Impl::WriteManifests(const CheckpointEntry& entry, HostCopy* copy) const {
   for (size_t i = entry.kv_segments; i < entry.segments.size(); ++i) {
     const SegmentSpec& s = entry.segments[i];
@@ -267,7 +285,7 @@ bool Host::Impl::SealOnHost(CheckpointEntry* entry, const SealRequest& r,
            std::to_string(options_.host_capacity_bytes) + " and there is no cold tier";
     return false;
   }
-  auto copy = NewHostCopy(*entry);
+  auto copy = HostCopyMakingRoom(*entry);
   if (!copy.ok()) {
     *why = "it needs " + std::to_string(entry->physical_bytes) +
            " bytes of pinned Host memory; host_memory_bytes is " +

@@ -474,6 +474,32 @@ TEST_F(HostCloseFlush, CloseWritesHostCopiesAndARestartReadoptsTheNewestTurn) {
   Release(next);
 }
 
+// Pinned Host memory full of Host copies that Cold also holds, the logical Host budget far from
+// full: a seal lets go of such a copy (Cold still has it) instead of being refused.
+TEST_F(HostCloseFlush, ASealMakesRoomInPinnedMemoryFromHostCopiesColdBacks) {
+  ParkTwoTurnsAndRestart(true);  // both turns now in Cold only
+  host_.reset();
+  const ProviderOptions disk = {
+      {"dir", dir_.path() + "/cold"}, {"capacity_bytes", "67108864"}, {"chunk_kib", "64"}};
+  Open("disk", disk, 0, Bytes(2) * 20, [](HostOptions& o) {
+    o.host_memory_bytes = 400 << 10;  // room for these three copies (5 blocks), not a fourth
+  });
+  const auto other = Blocks(50, 2);
+  ASSERT_TRUE(Seal(other, 3));
+  for (uint64_t t = 4; t < 6; ++t) {  // both turns restored: in Host and in Cold
+    Admission a = AdmitAndWait(t == 4 ? turn1_ : turn2_, t);
+    ASSERT_EQ(a.outcome, Outcome::kColdRestore);
+    Release(a);
+  }
+  ASSERT_EQ(PlacementsOf(turn2_), kH | kC);
+  EXPECT_TRUE(Seal(Blocks(60, 2), 10)) << "refused: the pinned memory is full";
+  EXPECT_EQ(PlacementsOf(Blocks(60, 2)), kH);
+  EXPECT_TRUE((PlacementsOf(turn1_) & kC) && (PlacementsOf(turn2_) & kC))
+      << "what made room is still in Cold";
+  EXPECT_NE(PlacementsOf(turn1_) & PlacementsOf(turn2_) & kH, kH)
+      << "one of them let go of its Host copy";
+}
+
 TEST_F(HostCloseFlush, CloseWritesNothingWhenTheFlagIsOff) {
   ParkTwoTurnsAndRestart(false);
   EXPECT_EQ(host_->Stats().readopted, 0u);
