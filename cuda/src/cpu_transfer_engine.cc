@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,9 +17,95 @@
 #include "tier/shuffle/byte_shuffle.h"
 
 namespace tier::device {
+
+struct CpuStream::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  std::uint64_t enqueued = 0;
+  std::uint64_t done = 0;
+  bool stopping = false;
+  std::thread worker;  // last: starts after everything it uses exists
+};
+
 namespace {
 
-class CpuCompletion final : public Completion {
+std::mutex& StreamRegistryMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::set<const void*>& StreamRegistry() {
+  static std::set<const void*> live;
+  return live;
+}
+
+}  // namespace
+
+CpuStream::CpuStream() : state_(std::make_unique<State>()) {
+  State* st = state_.get();
+  st->worker = std::thread([st] {
+    for (;;) {
+      std::function<void()> work;
+      {
+        std::unique_lock<std::mutex> lock(st->mu);
+        st->cv.wait(lock, [&] { return st->stopping || !st->queue.empty(); });
+        if (st->queue.empty()) return;  // stopping and drained
+        work = std::move(st->queue.front());
+        st->queue.pop_front();
+      }
+      work();
+      std::lock_guard<std::mutex> lock(st->mu);
+      ++st->done;
+      st->cv.notify_all();
+    }
+  });
+  std::lock_guard<std::mutex> lock(StreamRegistryMutex());
+  StreamRegistry().insert(this);
+}
+
+CpuStream::~CpuStream() {
+  {
+    std::lock_guard<std::mutex> lock(StreamRegistryMutex());
+    StreamRegistry().erase(this);
+  }
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stopping = true;
+    state_->cv.notify_all();
+  }
+  state_->worker.join();
+}
+
+void CpuStream::Enqueue(std::function<void()> work) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->queue.push_back(std::move(work));
+  ++state_->enqueued;
+  state_->cv.notify_all();
+}
+
+void CpuStream::Synchronize() {
+  WaitFor(Record());
+}
+
+std::uint64_t CpuStream::Record() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->enqueued;
+}
+
+void CpuStream::WaitFor(std::uint64_t marker) {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [&] { return state_->done >= marker; });
+}
+
+CpuStream* CpuStream::FromHandle(NativeStream handle) {
+  if (handle == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(StreamRegistryMutex());
+  return StreamRegistry().count(handle) != 0 ? static_cast<CpuStream*>(handle) : nullptr;
+}
+
+namespace {
+
+class CpuCompletion final : public Completion, public std::enable_shared_from_this<CpuCompletion> {
  public:
   void Finish(Status status) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -35,7 +122,14 @@ class CpuCompletion final : public Completion {
     std::lock_guard<std::mutex> lock(mu_);
     return done_;
   }
-  Status MakeStreamWait(void* /*native_stream*/) override { return Wait(); }
+  // A CpuStream waits on its own thread (the caller does not block); anything else blocks.
+  Status MakeStreamWait(void* native_stream) override {
+    CpuStream* stream = CpuStream::FromHandle(native_stream);
+    if (stream == nullptr) return Wait();
+    std::shared_ptr<CpuCompletion> self = shared_from_this();
+    stream->Enqueue([self] { self->Wait().IgnoreError(); });
+    return Status::Ok();
+  }
 
  private:
   std::mutex mu_;
@@ -48,7 +142,8 @@ class CpuTransferEngine final : public TransferEngine {
  public:
   explicit CpuTransferEngine(const CpuEngineOptions& options)
       : options_(options),
-        host_allocator_(MakeAlignedHostAllocator()),
+        host_allocator_(options.host_allocator ? options.host_allocator
+                                               : MakeAlignedHostAllocator()),
         device_allocator_(options.device_allocator ? options.device_allocator : host_allocator_),
         staging_(options.staging_bytes) {
     if (options_.worker_thread) worker_ = std::thread([this] { RunWorker(); });
@@ -100,7 +195,29 @@ class CpuTransferEngine final : public TransferEngine {
     return Copy(device_dst, device_src, bytes, "CopyOnDevice");  // its device memory is host memory
   }
 
-  Status OrderAfter(NativeStream /*producer*/) override { return Status::Ok(); }
+  // Later transfers wait for the producer's work enqueued so far: a marker task on the worker
+  // (or, inline, a wait in the caller) that blocks until the stream has run that far.
+  Status OrderAfter(NativeStream producer) override {
+    if (producer == nullptr) return Status::Ok();
+    CpuStream* stream = CpuStream::FromHandle(producer);
+    if (stream == nullptr) {
+      return Status::InvalidArgument(
+          "OrderAfter: the CPU engine knows no stream at this handle (pass a CpuStream's "
+          "handle(), or nullptr)");
+    }
+    const std::uint64_t marker = stream->Record();
+    // No handle: it touches no buffer of the caller, and dropping a handle would wait for it.
+    SubmitTask([stream, marker] {
+      stream->WaitFor(marker);
+      return Status::Ok();
+    });
+    return Status::Ok();
+  }
+
+  Status CheckDeviceMemory(const void* ptr, std::uint64_t bytes) const override {
+    if (ptr == nullptr) return Status::InvalidArgument("device memory: null pointer");
+    return options_.check_device_memory ? options_.check_device_memory(ptr, bytes) : Status::Ok();
+  }
 
   Status Synchronize() override {
     Result<Transfer> marker = Submit([] { return Status::Ok(); }, 0);
@@ -161,18 +278,22 @@ class CpuTransferEngine final : public TransferEngine {
   }
 
   Result<Transfer> Submit(std::function<Status()> work, std::uint64_t bytes) {
+    return Transfer(SubmitTask(std::move(work)), bytes);
+  }
+
+  std::shared_ptr<CpuCompletion> SubmitTask(std::function<Status()> work) {
     auto completion = std::make_shared<CpuCompletion>();
     if (!options_.worker_thread) {
       std::lock_guard<std::mutex> lock(inline_mu_);  // one transfer at a time, like a stream
       if (options_.before_transfer) options_.before_transfer();
       completion->Finish(work());
-      return Transfer(completion, bytes);
+      return completion;
     }
     std::unique_lock<std::mutex> lock(mu_);
     space_cv_.wait(lock, [&] { return queue_.size() < options_.max_queued_transfers; });
     queue_.push_back(Task{std::move(work), completion});
     cv_.notify_all();
-    return Transfer(completion, bytes);
+    return completion;
   }
 
   void RunWorker() {

@@ -187,6 +187,12 @@ Result<CopyJob> DeviceTier::StateToLane(const DeviceCopy& copy, const Checkpoint
   return job;
 }
 
+Status DeviceTier::OrderAfter(device::NativeStream producer) {
+  if (producer == nullptr) return Status::Ok();
+  const Status ordered = engine_->OrderAfter(producer);
+  return ordered.ok() ? ordered : FromDevice(ordered, "ordering after the server's stream");
+}
+
 void DeviceTier::Hold(std::span<const uint32_t> pages) {
   for (uint32_t p : pages) ++held_[p];
 }

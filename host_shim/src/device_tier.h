@@ -72,6 +72,10 @@ class DeviceTier {
   Result<CopyJob> StateToLane(const DeviceCopy& copy, const CheckpointEntry& entry,
                               std::span<const StateBuffer> lane);
 
+  // Orders the engine's later copies after the work queued on the server's stream `producer`
+  // so far (nullptr: nothing to do). The error keeps the engine's code, "device: " before it.
+  Status OrderAfter(device::NativeStream producer);
+
   // The page ledger. Hold adds one reference per page; Drop removes one and returns the pages
   // whose last reference went (the server may reuse them).
   void Hold(std::span<const uint32_t> pages);

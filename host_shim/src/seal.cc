@@ -175,6 +175,8 @@ Sealed Host::Impl::Seal(const SealRequest& r) {
     sealed.existed = true;
     return sealed;
   }
+  sealed.status = device_->OrderAfter(r.order_after).Annotate("seal");  // issue 27: before copies
+  if (!sealed.status.ok()) return sealed;
   std::vector<StateBuffer> state;
   CheckpointEntry* entry = catalog_.Insert(NewEntry(r, key, &state));
   TIER_CHECK(entry != nullptr);

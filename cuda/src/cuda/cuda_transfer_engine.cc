@@ -160,6 +160,34 @@ class CudaTransferEngine final : public TransferEngine {
     return status;
   }
 
+  Status CheckDeviceMemory(const void* ptr, std::uint64_t bytes) const override {
+    if (ptr == nullptr) return Status::InvalidArgument("device memory: null pointer");
+    DeviceGuard guard(options_.device);
+    TIER_RETURN_IF_ERROR(guard.status());
+    cudaPointerAttributes attributes{};
+    const cudaError_t error = cudaPointerGetAttributes(&attributes, ptr);
+    if (error != cudaSuccess) {
+      (void)cudaGetLastError();
+      return Status::InvalidArgument("device memory: cudaPointerGetAttributes of " +
+                                     std::to_string(bytes) + " bytes: " + CudaErrorText(error));
+    }
+    const bool device_memory =
+        attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+    if (!device_memory) {
+      return Status::InvalidArgument(
+          std::string("device memory: ") + std::to_string(bytes) + " bytes at this address are " +
+          (attributes.type == cudaMemoryTypeHost ? "pinned host memory" : "pageable host memory") +
+          ", not device memory of GPU " + std::to_string(options_.device));
+    }
+    if (attributes.device != options_.device) {
+      return Status::InvalidArgument("device memory: " + std::to_string(bytes) +
+                                     " bytes at this address are on GPU " +
+                                     std::to_string(attributes.device) + ", the engine's is GPU " +
+                                     std::to_string(options_.device));
+    }
+    return Status::Ok();
+  }
+
   Status Synchronize() override {
     DeviceGuard guard(options_.device);
     TIER_RETURN_IF_ERROR(guard.status());

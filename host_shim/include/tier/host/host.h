@@ -28,6 +28,16 @@
 // The Host verifies identity (every block id), never content: content integrity is the provider's
 // checksums plus whatever the server checks (ReportVerification when it finds wrong bytes).
 //
+// ORDERING (the GPU path). The Host's copies run on the transfer engine's own streams, which do
+// not wait for the server's. "After this": SealRequest::order_after and AdmitRequest::order_after
+// name the server's stream whose queued work writes (or still reads) the pages and state buffers
+// the request names; the Host calls TransferEngine::OrderAfter on it right before it queues the
+// gather, scatter or state copies, so they start only after everything the server queued on that
+// stream by then. nullptr means the server has synchronized itself (the CPU path, or a server
+// that waited). "Before that": Sealed::copied and Admission::state_copy (and every completion
+// event) are the Host's side: Transfer::MakeStreamWait orders the server's later work after them.
+// On the CPU path a device::CpuStream (cpu_transfer_engine.h) plays the server's stream.
+//
 // SIGNALS. A provider may write to sockets (librados does: to its OSDs and mons). A server must
 // ignore SIGPIPE (signal(SIGPIPE, SIG_IGN) before Open) or block it in every thread, so that a
 // peer that hangs up costs an EPIPE the provider handles, not the process; this library never
@@ -189,6 +199,14 @@ struct AdmitRequest {
   uint64_t now_ns = 0;               // the server's clock (recency and the policy)
   PageAllocator allocate_pages;      // required
   std::vector<StateBuffer> state;    // the lane's state buffers, filled by the restore
+
+  // ---- GPU path (issue 27; see ORDERING) --------------------------------------------------------
+  // The server's stream whose queued work still uses the pages allocate_pages hands over and the
+  // lane's state buffers (their previous owner's kernels). The Host orders its scatter and state
+  // copies after the work queued on it when it queues them: inside Admit for a Device hit, in the
+  // Poll that starts the copy for a Host or Cold restore (the stream must live until then).
+  // nullptr: nothing to wait for.
+  device::NativeStream order_after = nullptr;
 };
 
 enum class AdmissionState {
@@ -232,6 +250,12 @@ struct SealRequest {
   std::vector<StateBuffer> state;    // read until the kSealed event (or `copied`)
   std::span<const std::byte> server_manifest;  // opaque, <= 32 KiB, stored and returned as is
   uint64_t now_ns = 0;
+
+  // ---- GPU path (issue 27; see ORDERING) --------------------------------------------------------
+  // The server's stream whose queued work writes the pages and state this seal reads (the last
+  // decode step's kernels). Inside Seal the Host orders its gather and state copies after the
+  // work queued on it so far. nullptr: the server has synchronized (nothing to wait for).
+  device::NativeStream order_after = nullptr;
 };
 
 struct Sealed {

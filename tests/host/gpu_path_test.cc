@@ -1,0 +1,363 @@
+// HostGpuPath: what the Host does on the GPU path, shown on the CPU engine (issue 27).
+//
+// Ordering: a device::CpuStream plays the server's stream; its work (the "last decode step's
+// kernels") runs late, behind a gate the test opens. The Host's gather, scatter and state copies
+// see the producer's bytes only when the request says order_after; the negative controls show
+// that without it they read (or are overwritten by) what the producer had not yet written.
+#include <gtest/gtest.h>
+#include <tier/device/cpu_transfer_engine.h>
+#include <tier/host/host.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "host_fixture.h"
+#include "kv_pool.h"
+
+namespace tier::host::test {
+namespace {
+
+constexpr std::byte kStale{0x11};      // what the pool and the state hold before the producer
+constexpr std::byte kProduced{0xAB};   // what the producer's "kernels" write into the pages
+constexpr std::byte kState{0xCD};      // ... and into the state buffers
+constexpr std::byte kPrevOwner{0xEE};  // a restore target's previous owner's last writes
+
+// A gate a stream's work waits on: closed until Open().
+class Gate {
+ public:
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+class HostGpuPath : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kPages = 16;
+
+  void OpenHost(uint64_t device_bytes, device::CpuEngineOptions engine_options = {}) {
+    auto engine = device::MakeCpuTransferEngine(engine_options);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    engine_ = std::move(engine).value();
+    layout_ = sim::SimPoolLayout(profile_, 1, kPages);
+    auto pool = engine_->AllocatePool(layout_);
+    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    pool_ = std::move(pool).value();
+    std::memset(pool_.memory.data(), static_cast<int>(kStale), pool_.memory.bytes());
+    HostOptions o;
+    o.namespace_id = "gpu-path-test";
+    o.profile = profile_;
+    o.pool = {layout_, pool_.view, 0};
+    o.engine = engine_;
+    o.metrics = &registry_;
+    o.device_capacity_bytes = device_bytes;
+    o.host_capacity_bytes = 4u << 20;
+    auto host = Host::Open(std::move(o));
+    ASSERT_TRUE(host.ok()) << host.status().ToString();
+    host_ = std::move(host).value();
+  }
+
+  void TearDown() override {
+    gate_.Open();  // a failed test must not leave the stream's work stuck
+    for (Gate& g : gates_) g.Open();
+    stream_.Synchronize();
+    host_.reset();
+  }
+
+  // Every byte of `page` of every layer.
+  bool PageIs(uint32_t page, std::byte value) const {
+    for (uint32_t l = 0; l < layout_.layer_count(); ++l) {
+      const std::byte* p = pool_.page(l, 0, page);
+      const uint64_t n = layout_.plane(l, 0).bytes_per_page;
+      if (!std::all_of(p, p + n, [&](std::byte b) { return b == value; })) return false;
+    }
+    return true;
+  }
+  void FillPageLater(uint32_t page, std::byte value) {
+    std::vector<std::byte*> planes;
+    for (uint32_t l = 0; l < layout_.layer_count(); ++l) planes.push_back(pool_.page(l, 0, page));
+    const uint64_t n = layout_.plane(0, 0).bytes_per_page;
+    stream_.Enqueue([this, planes, n, value] {
+      gate_.Wait();
+      for (std::byte* p : planes) std::memset(p, static_cast<int>(value), n);
+    });
+  }
+
+  // State buffers shaped like the profile's, filled with `value`.
+  struct Lane {
+    std::vector<std::vector<std::byte>> memory;
+    std::vector<StateBuffer> buffers;
+  };
+  Lane NewLane(std::byte value) const {
+    Lane lane;
+    for (StateBuffer b : sim::SimStateShapes(profile_, 1)) {
+      lane.memory.emplace_back(b.bytes, value);
+      b.data = lane.memory.back().data();
+      lane.buffers.push_back(b);
+    }
+    return lane;
+  }
+  static bool LaneIs(const Lane& lane, std::byte value) {
+    for (const auto& m : lane.memory) {
+      if (!std::all_of(m.begin(), m.end(), [&](std::byte b) { return b == value; })) return false;
+    }
+    return true;
+  }
+  void FillLaneLater(Lane* lane, std::byte value) {
+    stream_.Enqueue([this, lane, value] {
+      gate_.Wait();
+      for (auto& m : lane->memory) std::fill(m.begin(), m.end(), value);
+    });
+  }
+
+  void PollFor(int ms) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < until) {
+      host_->WaitForWork(2 * 1000 * 1000);
+      PollOnce();
+    }
+  }
+  void PollOnce() {
+    std::vector<Event> events;
+    host_->Poll(&events);
+    for (Event& e : events) events_.push_back(std::move(e));
+  }
+  void Settle() {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    PollOnce();
+    while (host_->Busy() && std::chrono::steady_clock::now() < until) {
+      host_->WaitForWork(2 * 1000 * 1000);
+      PollOnce();
+    }
+    ASSERT_FALSE(host_->Busy());
+  }
+  bool SawSealed(uint64_t id) const {
+    return std::any_of(events_.begin(), events_.end(),
+                       [&](const Event& e) { return e.kind == Event::kSealed && e.id == id; });
+  }
+
+  // Seals one page (64 tokens) of blocks {7}: page 0 and `lane`'s state.
+  Sealed SealPage0(const Lane& lane, device::NativeStream order_after) {
+    SealRequest r;
+    r.blocks = blocks_;
+    r.tokens = 64;
+    r.pages = page0_;
+    r.state = lane.buffers;
+    r.now_ns = 1;
+    r.order_after = order_after;
+    return host_->Seal(r);
+  }
+  // Admits blocks {7} into page 5 and `lane`, and runs the Host until it ends.
+  Admission AdmitIntoPage5(Lane* lane, device::NativeStream order_after) {
+    AdmitRequest r;
+    r.blocks = blocks_;
+    r.now_ns = 2;
+    r.allocate_pages = [](uint32_t n, std::vector<uint32_t>* pages) {
+      if (n != 1) return false;
+      pages->assign({5});
+      return true;
+    };
+    r.state = lane->buffers;
+    r.order_after = order_after;
+    Admission a = host_->Admit(r);
+    if (a.state == AdmissionState::kPending) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      bool ended = false;
+      while (!ended && std::chrono::steady_clock::now() < until) {
+        host_->WaitForWork(2 * 1000 * 1000);
+        std::vector<Event> events;
+        host_->Poll(&events);
+        for (Event& e : events) {
+          if (e.kind == Event::kAdmissionReady && e.id == a.id) {
+            a = e.admission;
+            ended = true;
+          }
+        }
+      }
+    }
+    if (a.state == AdmissionState::kReady) {
+      EXPECT_TRUE(a.state_copy.Wait().ok());
+    }
+    return a;
+  }
+
+  ModelProfile profile_ = TinyProfile();
+  MetricsRegistry registry_;
+  std::shared_ptr<device::TransferEngine> engine_;
+  device::PoolLayout layout_;
+  device::DevicePool pool_;
+  std::unique_ptr<Host> host_;
+  std::vector<Event> events_;
+  device::CpuStream stream_;  // the server's stream
+  Gate gate_;                 // its work waits on it
+  std::deque<Gate> gates_;    // more gates (NewGate), opened at TearDown too
+  Gate& NewGate() { return gates_.emplace_back(); }
+  const std::vector<uint64_t> blocks_{7};
+  const std::vector<uint32_t> page0_{0};
+};
+
+// A Host seal (a gather into Host memory): ordered after the producer, it waits for it and holds
+// what the producer wrote; a later restore brings exactly that back.
+TEST_F(HostGpuPath, HostSealOrderedAfterTheServersStreamSeesItsBytes) {
+  OpenHost(/*device_bytes=*/0);
+  Lane sealed_state = NewLane(kStale);
+  FillPageLater(0, kProduced);
+  FillLaneLater(&sealed_state, kState);
+  const Sealed sealed = SealPage0(sealed_state, stream_.handle());
+  ASSERT_TRUE(sealed.status.ok()) << sealed.status.ToString();
+  EXPECT_FALSE(sealed.on_device);
+  PollFor(30);
+  EXPECT_FALSE(sealed.copied.IsDone()) << "the gather ran before the producer's work";
+  EXPECT_FALSE(SawSealed(sealed.id));
+  gate_.Open();
+  Settle();
+  EXPECT_TRUE(SawSealed(sealed.id));
+  Lane lane = NewLane(kStale);
+  const Admission a = AdmitIntoPage5(&lane, nullptr);
+  ASSERT_EQ(a.state, AdmissionState::kReady);
+  EXPECT_EQ(a.outcome, Outcome::kHostRestore);
+  EXPECT_TRUE(PageIs(5, kProduced)) << "the seal gathered stale pages";
+  EXPECT_TRUE(LaneIs(lane, kState)) << "the seal copied stale state";
+}
+
+// The negative control: the same seal without order_after gathers before the producer ran.
+TEST_F(HostGpuPath, HostSealNotOrderedReadsStaleBytes) {
+  OpenHost(/*device_bytes=*/0);
+  Lane sealed_state = NewLane(kStale);
+  FillPageLater(0, kProduced);
+  FillLaneLater(&sealed_state, kState);
+  const Sealed sealed = SealPage0(sealed_state, nullptr);
+  ASSERT_TRUE(sealed.status.ok()) << sealed.status.ToString();
+  Settle();  // the copies do not wait for the stream
+  EXPECT_TRUE(SawSealed(sealed.id));
+  gate_.Open();
+  stream_.Synchronize();
+  Lane lane = NewLane(kPrevOwner);
+  const Admission a = AdmitIntoPage5(&lane, nullptr);
+  ASSERT_EQ(a.state, AdmissionState::kReady);
+  EXPECT_TRUE(PageIs(5, kStale));
+  EXPECT_TRUE(LaneIs(lane, kStale));
+}
+
+// A Device seal copies the state on the device: ordered, the copy holds the producer's state,
+// and a Device hit brings that into a lane; unordered it holds the stale state.
+TEST_F(HostGpuPath, DeviceSealStateCopyHonoursOrderAfter) {
+  for (const bool ordered : {true, false}) {
+    SCOPED_TRACE(ordered ? "ordered" : "not ordered");
+    OpenHost(/*device_bytes=*/1u << 20);
+    Gate& gate = NewGate();
+    Lane sealed_state = NewLane(kStale);
+    stream_.Enqueue([&] {
+      gate.Wait();
+      for (auto& m : sealed_state.memory) std::fill(m.begin(), m.end(), kState);
+    });
+    const Sealed sealed = SealPage0(sealed_state, ordered ? stream_.handle() : nullptr);
+    ASSERT_TRUE(sealed.status.ok()) << sealed.status.ToString();
+    EXPECT_TRUE(sealed.on_device);
+    if (ordered) {
+      PollFor(30);
+      EXPECT_FALSE(sealed.copied.IsDone()) << "the state copy ran before the producer's work";
+      gate.Open();
+      Settle();
+    } else {
+      Settle();
+      gate.Open();
+    }
+    stream_.Synchronize();
+    Lane lane = NewLane(kPrevOwner);
+    AdmitRequest r;
+    r.blocks = blocks_;
+    r.now_ns = 2;
+    r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
+    r.state = lane.buffers;
+    Admission a = host_->Admit(r);
+    ASSERT_EQ(a.state, AdmissionState::kReady);
+    EXPECT_EQ(a.outcome, Outcome::kDeviceHit);
+    ASSERT_TRUE(a.state_copy.Wait().ok());
+    EXPECT_TRUE(LaneIs(lane, ordered ? kState : kStale));
+    host_->Release(a.id);
+    Settle();
+    host_.reset();
+  }
+}
+
+// A restore into pages whose previous owner's kernels still run: ordered after that stream, the
+// scatter lands last and the pages hold the checkpoint; unordered, the old owner overwrites it.
+TEST_F(HostGpuPath, RestoreOrderedAfterThePreviousOwnersWork) {
+  for (const bool ordered : {true, false}) {
+    SCOPED_TRACE(ordered ? "ordered" : "not ordered");
+    OpenHost(/*device_bytes=*/0);
+    Lane sealed_state = NewLane(kState);
+    std::memset(pool_.page(0, 0, 0), static_cast<int>(kProduced),
+                layout_.plane(0, 0).bytes_per_page);
+    std::memset(pool_.page(1, 0, 0), static_cast<int>(kProduced),
+                layout_.plane(1, 0).bytes_per_page);
+    const Sealed sealed = SealPage0(sealed_state, nullptr);
+    ASSERT_TRUE(sealed.status.ok());
+    Settle();
+    Gate& gate = NewGate();
+    std::vector<std::byte*> planes{pool_.page(0, 0, 5), pool_.page(1, 0, 5)};
+    const uint64_t n = layout_.plane(0, 0).bytes_per_page;
+    stream_.Enqueue([&gate, planes, n] {
+      gate.Wait();
+      for (std::byte* p : planes) std::memset(p, static_cast<int>(kPrevOwner), n);
+    });
+    Lane lane = NewLane(kStale);
+    AdmitRequest r;
+    r.blocks = blocks_;
+    r.now_ns = 2;
+    r.allocate_pages = [](uint32_t, std::vector<uint32_t>* pages) {
+      pages->assign({5});
+      return true;
+    };
+    r.state = lane.buffers;
+    r.order_after = ordered ? stream_.handle() : nullptr;
+    Admission a = host_->Admit(r);
+    ASSERT_EQ(a.state, AdmissionState::kPending);
+    if (ordered) {
+      PollFor(30);
+      EXPECT_FALSE(std::any_of(events_.begin(), events_.end(), [&](const Event& e) {
+        return e.kind == Event::kAdmissionReady && e.id == a.id;
+      })) << "the scatter ran before the previous owner's work";
+      gate.Open();
+      Settle();
+    } else {
+      Settle();
+      gate.Open();
+    }
+    stream_.Synchronize();
+    EXPECT_TRUE(PageIs(5, ordered ? kProduced : kPrevOwner));
+    host_->Release(a.id);
+    Settle();
+    host_.reset();
+  }
+}
+
+// A handle the CPU engine does not know is refused, and nothing is taken.
+TEST_F(HostGpuPath, UnknownStreamHandleIsRefused) {
+  OpenHost(/*device_bytes=*/0);
+  Lane sealed_state = NewLane(kState);
+  int not_a_stream = 0;
+  const Sealed sealed = SealPage0(sealed_state, &not_a_stream);
+  EXPECT_EQ(sealed.status.code(), TIER_INVALID_ARGUMENT) << sealed.status.ToString();
+  EXPECT_FALSE(host_->Describe(blocks_).has_value());
+}
+
+}  // namespace
+}  // namespace tier::host::test
