@@ -36,6 +36,18 @@ Result<std::unique_ptr<DeviceTier>> DeviceTier::Create(
         "KV pool view has " + std::to_string(pool.view.plane_base.size()) + " layers, the layout " +
         std::to_string(pool.layout.layer_count()));
   }
+  // Planes the engine cannot address (pageable or pinned host memory, another GPU's) would fail
+  // at the first copy, or, on the CPU engine, be read as host memory: refuse them now.
+  for (uint32_t l = 0; l < pool.layout.layer_count(); ++l) {
+    for (uint32_t q = 0; q < pool.layout.plane_count(l); ++q) {
+      const Status kind =
+          engine->CheckDeviceMemory(pool.view.plane_base[l][q], pool.layout.plane_pool_bytes(l, q));
+      if (!kind.ok()) {
+        return kind.Annotate("KV pool layer " + std::to_string(l) + " plane " + std::to_string(q) +
+                             " (" + pool.layout.plane(l, q).name + ")");
+      }
+    }
+  }
   if (pool.main_kv_layers == 0) pool.main_kv_layers = pool.layout.layer_count();
   if (pool.main_kv_layers > pool.layout.layer_count()) {
     return Status::InvalidArgument("main_kv_layers " + std::to_string(pool.main_kv_layers) +

@@ -108,8 +108,9 @@ Result<std::shared_ptr<device::TransferEngine>> ChooseEngine(const HostOptions& 
   device::EngineOptions engine_options;
   engine_options.prefer = prefer.value();
   device::EngineSelection selection = device::SelectTransferEngine(engine_options);
-  if (selection.engine == nullptr) {
-    return Status::Unsupported("device " + o.device + ": " + selection.reason);
+  if (selection.engine == nullptr) {  // the cause's code (issue 27: no silent CPU fallback)
+    const tier_status code = selection.status.ok() ? TIER_UNSUPPORTED : selection.status.code();
+    return Status(code, "device " + o.device + ": " + selection.reason);
   }
   Log(TIER_LOG_INFO, "device path: " + selection.path + " (" + selection.engine->description() +
                          "; " + selection.reason + ")");

@@ -309,16 +309,61 @@ const char* CudaArchitectures() {
   return TIER_CUDA_ARCHITECTURES;
 }
 
-Result<int> CudaDeviceCount() {
+namespace {
+
+std::string CudaVersionText(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+}  // namespace
+
+CudaProbe ProbeCuda() {
+  CudaProbe probe;
   int count = 0;
   const cudaError_t error = cudaGetDeviceCount(&count);
-  if (error != cudaSuccess) {
-    (void)cudaGetLastError();
-    return Status::Unsupported(
-        "no CUDA device present (cudaGetDeviceCount: " + CudaErrorText(error) + ")");
+  (void)cudaGetLastError();
+  if (cudaDriverGetVersion(&probe.driver_version) != cudaSuccess) probe.driver_version = 0;
+  if (cudaRuntimeGetVersion(&probe.runtime_version) != cudaSuccess) probe.runtime_version = 0;
+  (void)cudaGetLastError();
+  if (error == cudaSuccess && count > 0) {
+    probe.state = CudaProbeState::kDevicePresent;
+    probe.device_count = count;
+    return probe;
   }
-  if (count <= 0) return Status::Unsupported("no CUDA device present");
-  return count;
+  const std::string call =
+      error == cudaSuccess ? "0 devices" : "cudaGetDeviceCount: " + CudaErrorText(error);
+  if (error == cudaSuccess || error == cudaErrorNoDevice) {
+    probe.state = CudaProbeState::kNoDevice;
+    probe.detail = "no CUDA device present (" + call + ")";
+  } else if (error == cudaErrorInsufficientDriver && probe.driver_version == 0) {
+    probe.state = CudaProbeState::kNoDriver;
+    probe.detail = "no CUDA device present (no NVIDIA driver; " + call + ")";
+  } else if (error == cudaErrorInsufficientDriver) {
+    probe.state = CudaProbeState::kDriverTooOld;
+    probe.detail = "the NVIDIA driver supports CUDA " + CudaVersionText(probe.driver_version) +
+                   ", older than this build's runtime (CUDA " +
+                   CudaVersionText(probe.runtime_version) + "): " + call;
+  } else {
+    probe.state = CudaProbeState::kProbeFailed;
+    probe.detail = "CUDA devices unusable (" + call + ")";
+  }
+  return probe;
+}
+
+Result<int> CudaDeviceCount() {
+  const CudaProbe probe = ProbeCuda();
+  switch (probe.state) {
+    case CudaProbeState::kDevicePresent:
+      return probe.device_count;
+    case CudaProbeState::kNotCompiledIn:
+    case CudaProbeState::kNoDriver:
+    case CudaProbeState::kNoDevice:
+      return Status::Unsupported(probe.detail);
+    case CudaProbeState::kDriverTooOld:
+    case CudaProbeState::kProbeFailed:
+      break;
+  }
+  return Status::IoError(probe.detail);
 }
 
 Result<std::unique_ptr<TransferEngine>> MakeCudaTransferEngine(const CudaEngineOptions& options) {
