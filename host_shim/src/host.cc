@@ -144,7 +144,11 @@ Result<std::unique_ptr<Host::Impl>> Host::Impl::Open(HostOptions options) {
   TIER_RETURN_IF_ERROR(CheckOptions(options));
   auto engine = ChooseEngine(options);
   if (!engine.ok()) return engine.status();
-  auto device = DeviceTier::Create(engine.value(), options.pool);
+  const uint64_t device_state_bytes =
+      options.device_state_bytes != 0
+          ? options.device_state_bytes
+          : std::min<uint64_t>(options.device_capacity_bytes / options.bytes_scale, 1ull << 30);
+  auto device = DeviceTier::Create(engine.value(), options.pool, device_state_bytes);
   if (!device.ok()) return device.status();
   auto arena = MakeArena(options, *engine.value());
   if (!arena.ok()) return arena.status();
@@ -227,6 +231,7 @@ void Host::Impl::Poll(std::vector<Event>* events) {
     const size_t before = out_.size();
     CheckSeals();
     CheckDemotions();
+    device_->Collect();  // Device placements' memory whose copies are done
     std::erase_if(lane_copies_, [](const CopyJob& job) { return job.Done(); });
     std::vector<uint64_t> copying;
     for (auto& [id, op] : ops_) {

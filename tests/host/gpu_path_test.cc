@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 #include <tier/device/cpu_transfer_engine.h>
 #include <tier/host/host.h>
+#include <tier/host/identity.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -16,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "host_fixture.h"
@@ -46,6 +49,91 @@ class Gate {
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = false;
+};
+
+// "Device" memory for the CPU engine's seam (CpuEngineOptions::device_allocator, or its
+// host_allocator): counts allocations and frees; a freed block is poisoned and kept until the
+// allocator goes, so a write after the free shows as a changed byte. Refuses allocations above
+// `refuse_above_bytes` (0: none). Thread-safe.
+class CountingAllocator final : public device::HostAllocator {
+ public:
+  static constexpr std::byte kPoison{0xDD};
+  explicit CountingAllocator(uint64_t refuse_above_bytes = 0) : refuse_above_(refuse_above_bytes) {}
+  ~CountingAllocator() override {
+    for (const auto& [data, bytes] : freed_) inner_->Deallocate(data, bytes);
+  }
+  const char* name() const override { return "counting"; }
+  bool pinned() const override { return false; }
+  Result<void*> Allocate(uint64_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++calls_;
+    if (refuse_above_ != 0 && bytes > refuse_above_) {
+      return Status::NoSpace("counting allocator: refused " + std::to_string(bytes) + " bytes");
+    }
+    ++allocations_;
+    allocated_bytes_ += bytes;
+    return inner_->Allocate(bytes);
+  }
+  void Deallocate(void* data, uint64_t bytes) override {
+    std::memset(data, static_cast<int>(kPoison), bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    freed_.emplace_back(static_cast<std::byte*>(data), bytes);
+  }
+  uint64_t calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+  uint64_t allocations() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return allocations_;
+  }
+  uint64_t allocated_bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return allocated_bytes_;
+  }
+  uint64_t frees() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return freed_.size();
+  }
+  uint64_t BytesWrittenAfterFree() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t n = 0;
+    for (const auto& [data, bytes] : freed_) {
+      n += static_cast<uint64_t>(
+          std::count_if(data, data + bytes, [](std::byte b) { return b != kPoison; }));
+    }
+    return n;
+  }
+
+ private:
+  const std::shared_ptr<device::HostAllocator> inner_ = device::MakeAlignedHostAllocator();
+  const uint64_t refuse_above_;
+  mutable std::mutex mu_;
+  uint64_t calls_ = 0, allocations_ = 0, allocated_bytes_ = 0;
+  std::vector<std::pair<std::byte*, uint64_t>> freed_;
+};
+
+// A CpuEngineOptions::before_transfer that holds the engine's worker while closed.
+class WorkerGate {
+ public:
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = false;
+    cv_.notify_all();
+  }
+  void Pass() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !closed_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;
 };
 
 class HostGpuPath : public ::testing::Test {
@@ -82,6 +170,7 @@ class HostGpuPath : public ::testing::Test {
   }
 
   void TearDown() override {
+    worker_gate_->Open();
     gate_.Open();  // a failed test must not leave the stream's work stuck
     for (Gate& g : gates_) g.Open();
     stream_.Synchronize();
@@ -160,6 +249,21 @@ class HostGpuPath : public ::testing::Test {
                        [&](const Event& e) { return e.kind == Event::kSealed && e.id == id; });
   }
 
+  // Seals `blocks` (one page, 64 tokens) from `page` and `lane`'s state.
+  Sealed SealOne(const std::vector<uint64_t>& blocks, uint32_t page, const Lane& lane) {
+    const std::vector<uint32_t> pages{page};
+    SealRequest r;
+    r.blocks = blocks;
+    r.tokens = 64;
+    r.pages = pages;
+    r.state = lane.buffers;
+    r.now_ns = 1;
+    return host_->Seal(r);
+  }
+  tier_key KeyOf(const std::vector<uint64_t>& blocks) const {
+    return PrefixKey("gpu-path-test", blocks);
+  }
+
   // Seals one page (64 tokens) of blocks {7}: page 0 and `lane`'s state.
   Sealed SealPage0(const Lane& lane, device::NativeStream order_after) {
     SealRequest r;
@@ -217,6 +321,7 @@ class HostGpuPath : public ::testing::Test {
   std::deque<Gate> gates_;    // more gates (NewGate), opened at TearDown too
   Gate& NewGate() { return gates_.emplace_back(); }
   const std::vector<uint64_t> blocks_{7};
+  std::shared_ptr<WorkerGate> worker_gate_ = std::make_shared<WorkerGate>();
   const std::vector<uint32_t> page0_{0};
 };
 
@@ -383,6 +488,99 @@ TEST_F(HostGpuPath, OpenRefusesPoolPlanesTheEngineCannotAddress) {
   EXPECT_NE(host.status().message().find("KV pool layer 1 plane 0 (kv)"), std::string::npos)
       << host.status().ToString();
   EXPECT_NE(host.status().message().find("pageable host memory"), std::string::npos);
+}
+
+// Issue 27, defect 4: Device placements take their state memory from the arena made at Open;
+// seals, device hits and evictions allocate and free no device memory.
+TEST_F(HostGpuPath, SealHitAndEvictAllocateNoDeviceMemory) {
+  auto device_memory = std::make_shared<CountingAllocator>();
+  OpenHost(/*device_bytes=*/1u << 20, {.device_allocator = device_memory});
+  const uint64_t at_open = device_memory->allocations();
+  EXPECT_EQ(at_open, 2u) << "the pool and the Device tier's arena";
+  for (uint32_t i = 0; i < 4; ++i) {
+    const std::vector<uint64_t> blocks{100 + i};
+    Lane state = NewLane(kState);
+    const Sealed sealed = SealOne(blocks, i, state);
+    ASSERT_TRUE(sealed.status.ok()) << sealed.status.ToString();
+    ASSERT_TRUE(sealed.on_device);
+    Settle();
+    Lane lane = NewLane(kStale);
+    AdmitRequest r;
+    r.blocks = blocks;
+    r.now_ns = 2;
+    r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
+    r.state = lane.buffers;
+    Admission a = host_->Admit(r);
+    ASSERT_EQ(a.outcome, Outcome::kDeviceHit);
+    ASSERT_TRUE(a.state_copy.Wait().ok());
+    EXPECT_TRUE(LaneIs(lane, kState));
+    host_->Release(a.id);
+    EXPECT_TRUE(host_->Evict(KeyOf(blocks)));
+    Settle();
+    EXPECT_FALSE(host_->Describe(blocks).has_value());
+  }
+  EXPECT_EQ(device_memory->allocations(), at_open) << "a seal or a hit allocated device memory";
+  EXPECT_EQ(device_memory->frees(), 0u) << "an eviction freed device memory";
+}
+
+// A Device seal that runs out of arena part-way (the StateImage fits, the hidden state does not)
+// goes to Host; what it took is not handed back under the copy still queued into it (the slow
+// worker runs it late), and no device memory is freed before Close.
+TEST_F(HostGpuPath, PartialDeviceSealFreesNothingUnderItsCopy) {
+  profile_.state_image = {{"recurrent", 3000}};
+  profile_.hidden_state_bytes = 2000;
+  auto device_memory = std::make_shared<CountingAllocator>();
+  device::CpuEngineOptions options;
+  options.device_allocator = device_memory;
+  options.before_transfer = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  OpenHost(/*device_bytes=*/1u << 20, options, [](HostOptions& o) { o.device_state_bytes = 4096; });
+  Lane state = NewLane(kState);
+  const Sealed sealed = SealOne({9}, 0, state);
+  ASSERT_TRUE(sealed.status.ok()) << sealed.status.ToString();
+  EXPECT_FALSE(sealed.on_device) << "3000 + 2000 bytes do not fit a 4096-byte arena";
+  Settle();
+  ASSERT_TRUE(engine_->Synchronize().ok());
+  EXPECT_EQ(device_memory->frees(), 0u);
+  host_.reset();
+  ASSERT_TRUE(engine_->Synchronize().ok());
+  EXPECT_EQ(device_memory->BytesWrittenAfterFree(), 0u) << "a copy wrote into freed memory";
+}
+
+// An evicted Device placement's memory is reused only after the copies that read it: while a
+// device hit's state copy is still queued, the arena (room for one placement) stays taken and the
+// next seal goes to Host; once the copy is done, seals go to Device again.
+TEST_F(HostGpuPath, EvictedPlacementMemoryWaitsForItsCopies) {
+  profile_.state_image = {{"recurrent", 3000}};
+  profile_.hidden_state_bytes = 100;
+  std::shared_ptr<WorkerGate> gate = worker_gate_;
+  device::CpuEngineOptions options;
+  options.before_transfer = [gate] { gate->Pass(); };
+  OpenHost(/*device_bytes=*/1u << 20, options, [](HostOptions& o) { o.device_state_bytes = 4096; });
+  Lane state = NewLane(kState);
+  ASSERT_TRUE(SealOne({1}, 0, state).on_device);
+  Settle();
+  gate->Close();
+  Lane lane = NewLane(kStale);
+  AdmitRequest r;
+  const std::vector<uint64_t> one{1};
+  r.blocks = one;
+  r.now_ns = 2;
+  r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
+  r.state = lane.buffers;
+  Admission a = host_->Admit(r);
+  ASSERT_EQ(a.outcome, Outcome::kDeviceHit);
+  EXPECT_FALSE(a.state_copy.IsDone());
+  host_->Release(a.id);
+  EXPECT_TRUE(host_->Evict(KeyOf(one)));
+  PollOnce();
+  EXPECT_FALSE(host_->Describe(one).has_value());
+  EXPECT_FALSE(SealOne({2}, 1, state).on_device) << "the arena was reused under a queued copy";
+  gate->Open();
+  ASSERT_TRUE(a.state_copy.Wait().ok());
+  EXPECT_TRUE(LaneIs(lane, kState));
+  Settle();
+  EXPECT_TRUE(SealOne({3}, 2, state).on_device);
+  Settle();
 }
 
 }  // namespace

@@ -186,6 +186,14 @@ struct HostOptions {
   uint32_t max_probe_keys = 256;
   // The registry the Host and its provider register their metrics in; null = a private one.
   MetricsRegistry* metrics = nullptr;
+
+  // ---- GPU path (issue 27) ----------------------------------------------------------------------
+  // Device memory for the state buffers of Device placements (StateImage, hidden and speculative
+  // state; their KV stays in the server's pool), allocated once from the engine at Open and
+  // carved per placement: nothing is allocated or freed on the device by a seal or an eviction,
+  // and a placement's memory is reused only after the copies that used it are done. A seal whose
+  // state does not fit goes to Host. 0 = min(device_capacity_bytes / bytes_scale, 1 GiB).
+  uint64_t device_state_bytes = 0;
 };
 
 // The server's destination for a restore: called synchronously inside Admit (or Poll, once the
