@@ -144,7 +144,8 @@ class CpuTransferEngine final : public TransferEngine {
       : options_(options),
         host_allocator_(options.host_allocator ? options.host_allocator
                                                : MakeAlignedHostAllocator()),
-        device_allocator_(options.device_allocator ? options.device_allocator : host_allocator_),
+        device_allocator_(options.device_allocator ? options.device_allocator
+                                                   : MakeAlignedHostAllocator()),
         staging_(options.staging_bytes) {
     if (options_.worker_thread) worker_ = std::thread([this] { RunWorker(); });
   }
@@ -340,7 +341,7 @@ class CpuTransferEngine final : public TransferEngine {
 
   const CpuEngineOptions options_;
   const std::shared_ptr<HostAllocator> host_allocator_;
-  const std::shared_ptr<HostAllocator> device_allocator_;  // host_allocator_ unless a test's
+  const std::shared_ptr<HostAllocator> device_allocator_;  // aligned host memory unless a test's
   std::vector<unsigned char> staging_;                     // used by one transfer at a time
   std::mutex inline_mu_;
   std::mutex mu_;

@@ -58,7 +58,8 @@ class Gate {
 class CountingAllocator final : public device::HostAllocator {
  public:
   static constexpr std::byte kPoison{0xDD};
-  explicit CountingAllocator(uint64_t refuse_above_bytes = 0) : refuse_above_(refuse_above_bytes) {}
+  explicit CountingAllocator(uint64_t refuse_above_bytes = 0, uint64_t max_allocations = ~0ull)
+      : refuse_above_(refuse_above_bytes), max_allocations_(max_allocations) {}
   ~CountingAllocator() override {
     for (const auto& [data, bytes] : freed_) inner_->Deallocate(data, bytes);
   }
@@ -67,7 +68,7 @@ class CountingAllocator final : public device::HostAllocator {
   Result<void*> Allocate(uint64_t bytes) override {
     std::lock_guard<std::mutex> lock(mu_);
     ++calls_;
-    if (refuse_above_ != 0 && bytes > refuse_above_) {
+    if ((refuse_above_ != 0 && bytes > refuse_above_) || allocations_ >= max_allocations_) {
       return Status::NoSpace("counting allocator: refused " + std::to_string(bytes) + " bytes");
     }
     ++allocations_;
@@ -108,6 +109,7 @@ class CountingAllocator final : public device::HostAllocator {
  private:
   const std::shared_ptr<device::HostAllocator> inner_ = device::MakeAlignedHostAllocator();
   const uint64_t refuse_above_;
+  const uint64_t max_allocations_;
   mutable std::mutex mu_;
   uint64_t calls_ = 0, allocations_ = 0, allocated_bytes_ = 0;
   std::vector<std::pair<std::byte*, uint64_t>> freed_;
@@ -581,6 +583,61 @@ TEST_F(HostGpuPath, EvictedPlacementMemoryWaitsForItsCopies) {
   Settle();
   EXPECT_TRUE(SealOne({3}, 2, state).on_device);
   Settle();
+}
+
+// Issue 27, defect 3: the Host's memory is pinned at Open (its whole bound, one chunk when the
+// system gives it), reported, and never again: seals allocate nothing.
+TEST_F(HostGpuPath, HostMemoryIsPinnedAtOpenNotAtTheFirstSeal) {
+  auto host_memory = std::make_shared<CountingAllocator>();
+  OpenHost(/*device_bytes=*/0, {.host_allocator = host_memory},
+           [](HostOptions& o) { o.host_memory_bytes = 8u << 20; });
+  const uint64_t at_open = host_memory->calls();
+  EXPECT_EQ(at_open, 1u) << "one chunk of the whole bound";
+  EXPECT_EQ(host_memory->allocated_bytes(), 8u << 20);
+  const HostStats stats = host_->Stats();
+  EXPECT_EQ(stats.host_pinned_bytes, 8u << 20);
+  EXPECT_EQ(stats.host_pin_chunks, 1u);
+  for (uint32_t i = 0; i < 4; ++i) {
+    Lane state = NewLane(kState);
+    const Sealed sealed = SealOne({200 + i}, i, state);
+    ASSERT_TRUE(sealed.status.ok()) << sealed.status.ToString();
+    EXPECT_FALSE(sealed.on_device);
+    Settle();
+    EXPECT_TRUE(host_->Describe(std::vector<uint64_t>{200 + i}).has_value());
+  }
+  EXPECT_EQ(host_memory->calls(), at_open) << "a seal asked the allocator for host memory";
+}
+
+// When the system does not give the whole bound at once, Open keeps what it could pin in smaller
+// chunks, says so, and seals within it without asking again (a failed pin is never retried).
+TEST_F(HostGpuPath, OpenKeepsWhatItCouldPin) {
+  // Nothing above 3 MiB, and only two allocations: 8 and 4 MiB are refused, two 2 MiB chunks
+  // succeed, the third 2 MiB and every 1 MiB and 512 KiB try are refused.
+  auto host_memory = std::make_shared<CountingAllocator>(3u << 20, 2);
+  OpenHost(/*device_bytes=*/0, {.host_allocator = host_memory},
+           [](HostOptions& o) { o.host_memory_bytes = 8u << 20; });
+  const HostStats stats = host_->Stats();
+  EXPECT_EQ(stats.host_pinned_bytes, 4u << 20);
+  EXPECT_EQ(stats.host_pin_chunks, 2u);
+  EXPECT_EQ(host_memory->allocated_bytes(), 4u << 20);
+  const uint64_t at_open = host_memory->calls();
+  Lane state = NewLane(kState);
+  const Sealed sealed = SealOne({300}, 0, state);
+  ASSERT_TRUE(sealed.status.ok()) << sealed.status.ToString();
+  Settle();
+  EXPECT_TRUE(host_->Describe(std::vector<uint64_t>{300}).has_value());
+  EXPECT_EQ(host_memory->calls(), at_open);
+}
+
+// Nothing pinned at all is an error at Open naming it, not a Host that fails every seal later.
+TEST_F(HostGpuPath, OpenFailsWhenNoHostMemoryCanBePinned) {
+  auto host_memory = std::make_shared<CountingAllocator>(0, 0);
+  auto host = TryOpenHost(0, {.host_allocator = host_memory},
+                          [](HostOptions& o) { o.host_memory_bytes = 8u << 20; });
+  ASSERT_FALSE(host.ok());
+  EXPECT_EQ(host.status().code(), TIER_NO_SPACE);
+  EXPECT_NE(host.status().message().find("the system gave none"), std::string::npos)
+      << host.status().ToString();
 }
 
 }  // namespace

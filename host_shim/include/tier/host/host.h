@@ -159,7 +159,9 @@ struct HostOptions {
   uint64_t host_capacity_bytes = 16ull << 30;
   // The hard bound on the Host's pinned memory (physical bytes): Host copies, restores being
   // staged, demotions and seals in progress. 0 = twice host_capacity_bytes / bytes_scale plus
-  // 64 MiB. An operation that finds it full waits (pending) until pressure frees some.
+  // 64 MiB. An operation that finds it full waits (pending) until pressure frees some. Pinned
+  // whole at Open (HostStats::host_pinned_bytes; smaller chunks, or less, when the system does
+  // not give it at once: logged), never on the scheduler thread.
   uint64_t host_memory_bytes = 0;
   // For simulators: every byte moved stands for this many bytes of the real model in budgets and
   // in the cost model. 1 for a real server.
@@ -323,6 +325,11 @@ struct HostStats {
   uint64_t device_bytes = 0, host_bytes = 0, cold_bytes = 0;  // logical
   uint64_t cold_capacity_bytes = 0;                           // logical (0 = no cold tier)
   uint64_t pending_admissions = 0, inflight_provider_ops = 0;
+
+  // ---- GPU path (issue 27) ----------------------------------------------------------------------
+  // Host memory pinned at Open (the arena's bound, or what the system gave of it), in how many
+  // chunks and how long it took. The Host tier never pins more after Open.
+  uint64_t host_pinned_bytes = 0, host_pin_chunks = 0, host_pin_ns = 0;
 };
 
 // Where a checkpoint is and what holds it (Host::Describe), for tools, tests and debugging.
