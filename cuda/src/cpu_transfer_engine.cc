@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <set>
 #include <string>
@@ -184,16 +185,17 @@ class CpuTransferEngine final : public TransferEngine {
 
   Result<Transfer> CopyToHost(void* host_dst, const void* device_src,
                               std::uint64_t bytes) override {
-    return Copy(host_dst, device_src, bytes, "CopyToHost");
+    return Copy(host_dst, device_src, bytes, "CopyToHost", kD2h);
   }
   Result<Transfer> CopyToDevice(void* device_dst, const void* host_src,
                                 std::uint64_t bytes) override {
-    return Copy(device_dst, host_src, bytes, "CopyToDevice");
+    return Copy(device_dst, host_src, bytes, "CopyToDevice", kH2d);
   }
 
   Result<Transfer> CopyOnDevice(void* device_dst, const void* device_src,
                                 std::uint64_t bytes) override {
-    return Copy(device_dst, device_src, bytes, "CopyOnDevice");  // its device memory is host memory
+    // Its device memory is host memory.
+    return Copy(device_dst, device_src, bytes, "CopyOnDevice", kH2d);
   }
 
   // Later transfers wait for the producer's work enqueued so far: a marker task on the worker
@@ -208,10 +210,16 @@ class CpuTransferEngine final : public TransferEngine {
     }
     const std::uint64_t marker = stream->Record();
     // No handle: it touches no buffer of the caller, and dropping a handle would wait for it.
-    SubmitTask([stream, marker] {
-      stream->WaitFor(marker);
-      return Status::Ok();
-    });
+    // One marker per direction, so neither runs later work before the producer's.
+    for (Direction lane : {kD2h, kH2d}) {
+      SubmitTask(
+          [stream, marker] {
+            stream->WaitFor(marker);
+            return Status::Ok();
+          },
+          lane);
+      if (!options_.restores_first) break;
+    }
     return Status::Ok();
   }
 
@@ -221,9 +229,10 @@ class CpuTransferEngine final : public TransferEngine {
   }
 
   Status Synchronize() override {
-    Result<Transfer> marker = Submit([] { return Status::Ok(); }, 0);
-    if (!marker.ok()) return marker.status();
-    return marker->Wait();
+    Transfer d2h = Submit([] { return Status::Ok(); }, 0, kD2h).value();
+    Transfer h2d = Submit([] { return Status::Ok(); }, 0, kH2d).value();
+    TIER_RETURN_IF_ERROR(d2h.Wait());
+    return h2d.Wait();
   }
 
  protected:
@@ -244,7 +253,7 @@ class CpuTransferEngine final : public TransferEngine {
           }
           return Status::Ok();
         },
-        bytes);
+        bytes, shared->direction == detail::CopyDirection::kGather ? kD2h : kH2d);
   }
 
   Result<Transfer> SubmitByteShuffle(void* device_dst, const void* device_src, std::uint64_t bytes,
@@ -256,7 +265,7 @@ class CpuTransferEngine final : public TransferEngine {
           return inverse ? shuffle::ByteUnshuffle(src, dst, element_bytes)
                          : shuffle::ByteShuffle(src, dst, element_bytes);
         },
-        0);
+        0, kH2d);
   }
 
  private:
@@ -264,8 +273,11 @@ class CpuTransferEngine final : public TransferEngine {
     std::function<Status()> work;
     std::shared_ptr<CpuCompletion> completion;
   };
+  // The CUDA engine's two directions; one queue unless options_.restores_first.
+  enum Direction : int { kD2h = 0, kH2d = 1 };
 
-  Result<Transfer> Copy(void* dst, const void* src, std::uint64_t bytes, const char* op) {
+  Result<Transfer> Copy(void* dst, const void* src, std::uint64_t bytes, const char* op,
+                        Direction lane) {
     if (bytes == 0) return Transfer();
     if (dst == nullptr || src == nullptr) {
       return Status::InvalidArgument(std::string(op) + ": null buffer");
@@ -275,14 +287,14 @@ class CpuTransferEngine final : public TransferEngine {
           std::memcpy(dst, src, bytes);
           return Status::Ok();
         },
-        bytes);
+        bytes, lane);
   }
 
-  Result<Transfer> Submit(std::function<Status()> work, std::uint64_t bytes) {
-    return Transfer(SubmitTask(std::move(work)), bytes);
+  Result<Transfer> Submit(std::function<Status()> work, std::uint64_t bytes, Direction lane) {
+    return Transfer(SubmitTask(std::move(work), lane), bytes);
   }
 
-  std::shared_ptr<CpuCompletion> SubmitTask(std::function<Status()> work) {
+  std::shared_ptr<CpuCompletion> SubmitTask(std::function<Status()> work, Direction lane) {
     auto completion = std::make_shared<CpuCompletion>();
     if (!options_.worker_thread) {
       std::lock_guard<std::mutex> lock(inline_mu_);  // one transfer at a time, like a stream
@@ -291,21 +303,25 @@ class CpuTransferEngine final : public TransferEngine {
       return completion;
     }
     std::unique_lock<std::mutex> lock(mu_);
-    space_cv_.wait(lock, [&] { return queue_.size() < options_.max_queued_transfers; });
-    queue_.push_back(Task{std::move(work), completion});
+    space_cv_.wait(lock, [&] { return queued() < options_.max_queued_transfers; });
+    queues_[options_.restores_first ? lane : kD2h].push_back(Task{std::move(work), completion});
     cv_.notify_all();
     return completion;
   }
+
+  std::size_t queued() const { return queues_[kD2h].size() + queues_[kH2d].size(); }
 
   void RunWorker() {
     for (;;) {
       Task task;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping and drained
-        task = std::move(queue_.front());
-        queue_.pop_front();
+        cv_.wait(lock, [&] { return stopping_ || queued() != 0; });
+        if (queued() == 0) return;  // stopping and drained
+        // Restores first: host-to-device work runs before queued device-to-host work.
+        std::deque<Task>& queue = queues_[kH2d].empty() ? queues_[kD2h] : queues_[kH2d];
+        task = std::move(queue.front());
+        queue.pop_front();
         space_cv_.notify_all();
       }
       if (options_.before_transfer) options_.before_transfer();
@@ -347,7 +363,7 @@ class CpuTransferEngine final : public TransferEngine {
   std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable space_cv_;
-  std::deque<Task> queue_;
+  std::deque<Task> queues_[2];  // by Direction (all in kD2h unless restores_first)
   bool stopping_ = false;
   std::thread worker_;  // last: starts after everything it uses exists
 };

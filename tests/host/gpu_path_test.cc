@@ -151,6 +151,8 @@ class HostGpuPath : public ::testing::Test {
   Result<std::unique_ptr<Host>> TryOpenHost(
       uint64_t device_bytes, device::CpuEngineOptions engine_options = {},
       const std::function<void(HostOptions&)>& tweak = nullptr) {
+    // The CUDA engine's order (restores before queued seals): the Host must not rely on more.
+    engine_options.restores_first = true;
     auto engine = device::MakeCpuTransferEngine(engine_options);
     if (!engine.ok()) return engine.status();
     engine_ = std::move(engine).value();

@@ -19,6 +19,11 @@ struct CpuEngineOptions {
   // move through a staging buffer of this many bytes in stages, exactly as the CUDA engine moves
   // them (same stage arithmetic, same launch parameters); used to test that arithmetic on a CPU.
   std::uint64_t staging_bytes = 0;
+  // false: every transfer runs in submission order (the reference). true: the CUDA engine's two
+  // directions -- queued host-to-device work (Scatter, CopyToDevice, CopyOnDevice, ByteShuffle)
+  // runs before queued device-to-host work (Gather, CopyToHost), each direction in order; what a
+  // caller may assume across directions is only what the CUDA engine gives.
+  bool restores_first = false;
   // Bound on transfers queued and not yet run; a submit beyond it blocks until one finishes.
   std::uint32_t max_queued_transfers = 256;
 

@@ -1,8 +1,12 @@
-// cuda_transfer_engine.h -- the CUDA path of TransferEngine: device memory from cudaMalloc, one
-// dedicated non-blocking stream, gather/scatter kernels through a bounded device staging buffer,
-// cudaMemcpyAsync on the copy engines, one event per transfer, pinned (cudaHostAllocPortable)
-// host memory. Declared without any CUDA header; in a build without CUDA every call reports
-// UNSUPPORTED ("CUDA not compiled in").
+// cuda_transfer_engine.h -- the CUDA path of TransferEngine: device memory from cudaMalloc; two
+// directions, each with a copy stream and a kernel stream (device-to-host for gathers and seals;
+// host-to-device and on-device at a higher stream priority, so restores and device hits go
+// first and both copy engines run at once); gather/scatter kernels through two staging slots per
+// direction used alternately (a stage's kernel overlaps the previous stage's copy); one
+// blocking-sync event per transfer; pinned (cudaHostAllocPortable) host memory. Every thread
+// that calls into it is made current on the engine's device (never switched back: that would
+// create a context on the previous device). Declared without any CUDA header; in a build without
+// CUDA every call reports UNSUPPORTED ("CUDA not compiled in").
 #pragma once
 
 #include <cstdint>
@@ -15,8 +19,9 @@ namespace tier::device {
 
 struct CudaEngineOptions {
   int device = 0;  // CUDA device ordinal
-  // Device staging for gather/scatter (>= 4096, and at least one layer page to move a layer).
-  std::uint64_t staging_bytes = 64ull << 20;
+  // One staging slot for gather/scatter (>= 4096, and at least one layer page to move a layer);
+  // each direction has two, so the engine holds 4 x staging_bytes of device memory.
+  std::uint64_t staging_bytes = 32ull << 20;
 };
 
 // True when this build compiled the CUDA sources (TIER_HAVE_CUDA). Any thread.
