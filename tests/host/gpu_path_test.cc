@@ -6,6 +6,7 @@
 // that without it they read (or are overwritten by) what the producer had not yet written.
 #include <gtest/gtest.h>
 #include <tier/device/cpu_transfer_engine.h>
+#include <tier/device/cuda_transfer_engine.h>
 #include <tier/host/host.h>
 #include <tier/host/identity.h>
 
@@ -18,6 +19,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -640,6 +643,194 @@ TEST_F(HostGpuPath, OpenFailsWhenNoHostMemoryCanBePinned) {
   EXPECT_EQ(host.status().code(), TIER_NO_SPACE);
   EXPECT_NE(host.status().message().find("the system gave none"), std::string::npos)
       << host.status().ToString();
+}
+
+// ---- The Host's own paths on an engine: seal, a Device hit, demotion, a Host restore -----------
+
+// What a server would read back after the scenario (device memory read with CopyToHost).
+struct ScenarioBytes {
+  std::vector<std::byte> sealed_pages, sealed_state;      // what was sealed
+  std::vector<std::byte> hit_state;                       // the lane after the Device hit
+  std::vector<std::byte> restored_pages, restored_state;  // after the Host restore into page 5
+  std::string failure;                                    // "" when every step worked
+};
+
+ScenarioBytes Failed(std::string why) {
+  ScenarioBytes out;
+  out.failure = std::move(why);
+  return out;
+}
+
+std::vector<std::byte> ReadBack(device::TransferEngine& engine, const std::byte* src,
+                                uint64_t bytes) {
+  std::vector<std::byte> out(bytes);
+  auto t = engine.CopyToHost(out.data(), src, bytes);
+  EXPECT_TRUE(t.ok() && t->Wait().ok());
+  return out;
+}
+
+void WriteDevice(device::TransferEngine& engine, std::byte* dst, const std::vector<std::byte>& v) {
+  auto t = engine.CopyToDevice(dst, v.data(), v.size());
+  EXPECT_TRUE(t.ok() && t->Wait().ok());
+}
+
+// Seal A (Device), hit A, seal B (A is demoted to Host: the Device budget holds one), admit A
+// (a Host restore into page 5). Every buffer is the engine's device memory.
+ScenarioBytes RunHostScenario(std::shared_ptr<device::TransferEngine> engine) {
+  ScenarioBytes out;
+  const ModelProfile profile = TinyProfile();
+  const device::PoolLayout layout = sim::SimPoolLayout(profile, 1, 16);
+  auto pool = engine->AllocatePool(layout);
+  if (!pool.ok()) return Failed("pool: " + pool.status().ToString());
+  std::mt19937_64 rng(42);
+  for (uint32_t l = 0; l < layout.layer_count(); ++l) {
+    std::vector<std::byte> plane(layout.plane_pool_bytes(l, 0));
+    for (std::byte& b : plane) b = static_cast<std::byte>(rng());
+    WriteDevice(*engine, pool->view.plane_base[l][0], plane);
+  }
+  auto new_state = [&](bool fill) {
+    std::vector<device::DeviceBuffer> memory;
+    std::vector<StateBuffer> buffers;
+    for (StateBuffer b : sim::SimStateShapes(profile, 1)) {
+      memory.push_back(std::move(engine->AllocateDevice(b.bytes).value()));
+      b.data = memory.back().data();
+      std::vector<std::byte> bytes(b.bytes, std::byte{0});
+      if (fill) {
+        for (std::byte& x : bytes) x = static_cast<std::byte>(rng());
+      }
+      WriteDevice(*engine, b.data, bytes);
+      buffers.push_back(b);
+    }
+    return std::make_pair(std::move(memory), buffers);
+  };
+  auto read_state = [&](const std::vector<StateBuffer>& buffers) {
+    std::vector<std::byte> all;
+    for (const StateBuffer& b : buffers) {
+      auto part = ReadBack(*engine, b.data, b.bytes);
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+  };
+  auto read_page = [&](uint32_t page) {
+    std::vector<std::byte> all;
+    for (uint32_t l = 0; l < layout.layer_count(); ++l) {
+      auto part = ReadBack(*engine, pool->page(l, 0, page), layout.plane(l, 0).bytes_per_page);
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+  };
+  MetricsRegistry registry;
+  HostOptions o;
+  o.namespace_id = "gpu-path-scenario";
+  o.profile = profile;
+  o.pool = {layout, pool->view, 0};
+  o.engine = engine;
+  o.metrics = &registry;
+  o.device_capacity_bytes = 12000;  // one checkpoint of one page
+  o.host_capacity_bytes = 4u << 20;
+  auto opened = Host::Open(std::move(o));
+  if (!opened.ok()) return Failed("open: " + opened.status().ToString());
+  Host& host = *opened.value();
+  auto settle = [&] {
+    std::vector<Event> events;
+    for (int i = 0; i < 5000 && (host.Busy() || i == 0); ++i) {
+      host.WaitForWork(1000 * 1000);
+      host.Poll(&events);
+    }
+    return events;
+  };
+  const std::vector<uint64_t> a{1}, b{2};
+  auto [a_memory, a_state] = new_state(true);
+  out.sealed_pages = read_page(0);
+  out.sealed_state = read_state(a_state);
+  const std::vector<uint32_t> page0{0}, page1{1};
+  SealRequest seal;
+  seal.blocks = a;
+  seal.tokens = 64;
+  seal.pages = page0;
+  seal.state = a_state;
+  seal.now_ns = 1;
+  const Sealed sealed_a = host.Seal(seal);
+  if (!sealed_a.status.ok() || !sealed_a.on_device) return Failed("seal A not on Device");
+  settle();
+  auto [hit_memory, hit_lane] = new_state(false);
+  AdmitRequest hit;
+  hit.blocks = a;
+  hit.now_ns = 2;
+  hit.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
+  hit.state = hit_lane;
+  const Admission h = host.Admit(hit);
+  if (h.outcome != Outcome::kDeviceHit) return Failed("no Device hit");
+  if (!h.state_copy.Wait().ok()) return Failed("hit copy failed");
+  out.hit_state = read_state(hit_lane);
+  host.Release(h.id);
+  auto [b_memory, b_state] = new_state(true);
+  seal.blocks = b;
+  seal.pages = page1;
+  seal.state = b_state;
+  seal.now_ns = 3;
+  if (!host.Seal(seal).status.ok()) return Failed("seal B failed");
+  settle();
+  const auto info = host.Describe(a);
+  if (!info || info->on_device || !info->on_host) return Failed("A was not demoted to Host");
+  auto [lane_memory, lane] = new_state(false);
+  AdmitRequest restore;
+  restore.blocks = a;
+  restore.now_ns = 4;
+  restore.allocate_pages = [](uint32_t n, std::vector<uint32_t>* pages) {
+    pages->assign({5});
+    return n == 1;
+  };
+  restore.state = lane;
+  Admission r = host.Admit(restore);
+  for (int i = 0; i < 5000 && r.state == AdmissionState::kPending; ++i) {
+    host.WaitForWork(1000 * 1000);
+    std::vector<Event> events;
+    host.Poll(&events);
+    for (const Event& e : events) {
+      if (e.kind == Event::kAdmissionReady && e.id == r.id) r = e.admission;
+    }
+  }
+  if (r.state != AdmissionState::kReady || r.outcome != Outcome::kHostRestore) {
+    return Failed("A was not restored from Host");
+  }
+  out.restored_pages = read_page(5);
+  out.restored_state = read_state(lane);
+  host.Release(r.id);
+  settle();
+  return out;
+}
+
+void ExpectScenarioExact(const ScenarioBytes& s) {
+  ASSERT_EQ(s.failure, "");
+  EXPECT_EQ(s.hit_state, s.sealed_state) << "the Device hit's state";
+  EXPECT_EQ(s.restored_pages, s.sealed_pages) << "the Host restore's pages";
+  EXPECT_EQ(s.restored_state, s.sealed_state) << "the Host restore's state";
+}
+
+TEST(HostOnEngine, SealHitDemoteRestoreAreByteExactOnTheCpu) {
+  auto cpu = device::MakeCpuTransferEngine({.restores_first = true});
+  ASSERT_TRUE(cpu.ok());
+  ExpectScenarioExact(RunHostScenario(std::move(cpu).value()));
+}
+
+// The same scenario on a GPU (skips without one), byte-exact against the CPU engine's run.
+TEST(HostOnEngine, SealHitDemoteRestoreOnCudaMatchTheCpu) {
+  auto cuda = device::MakeCudaTransferEngine({});
+  if (!cuda.ok() && cuda.status().code() == TIER_UNSUPPORTED) {
+    GTEST_SKIP() << "no CUDA device present: " << cuda.status().message();
+  }
+  ASSERT_TRUE(cuda.ok()) << cuda.status().ToString();
+  const ScenarioBytes gpu = RunHostScenario(std::move(cuda).value());
+  ExpectScenarioExact(gpu);
+  auto cpu = device::MakeCpuTransferEngine({});
+  ASSERT_TRUE(cpu.ok());
+  const ScenarioBytes reference = RunHostScenario(std::move(cpu).value());
+  ASSERT_EQ(reference.failure, "");
+  EXPECT_EQ(gpu.sealed_pages, reference.sealed_pages) << "the same random inputs on both paths";
+  EXPECT_EQ(gpu.restored_pages, reference.restored_pages);
+  EXPECT_EQ(gpu.restored_state, reference.restored_state);
+  EXPECT_EQ(gpu.hit_state, reference.hit_state);
 }
 
 }  // namespace
