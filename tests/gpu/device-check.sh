@@ -209,12 +209,12 @@ fi
   metric() { grep -hoE "^\[  METRIC  \] $1 [0-9.]+ [A-Za-z]+" "$out"/gpu-tests.log 2>/dev/null |
     awk '{print $4 " " $5}' | head -n 1; }
   bench() { grep -E "^$1:" "$out/bench.log" 2>/dev/null | head -n 1 | cut -d: -f2- | sed 's/^ *//'; }
-  row() { printf '| %-52s | %-40s |\n' "$1" "${2:-n/a}"; }
+  row() { printf '| %-50s | %-52s |\n' "$1" "${2:-n/a}"; }
   echo
   row "measure" "value"
-  row "----------------------------------------------------" "----------------------------------------"
-  row "H2D, pinned (GB/s)" "$(bench h2d)"
-  row "D2H, pinned (GB/s)" "$(bench d2h)"
+  row "--------------------------------------------------" "----------------------------------------------------"
+  row "H2D (GB/s; pinned on the CUDA path)" "$(bench h2d)"
+  row "D2H (GB/s; pinned on the CUDA path)" "$(bench d2h)"
   row "gather of a 100k-token checkpoint" "$(bench gather)"
   row "scatter of a 100k-token checkpoint" "$(bench scatter)"
   row "restore latency Host -> Device (100k, all layers)" "$(metric restore_host_to_device_ms_100k)"
