@@ -469,6 +469,49 @@ TEST_F(HostGpuPath, RestoreOrderedAfterThePreviousOwnersWork) {
   }
 }
 
+// A Device hit's state copy into a lane whose buffers the server's kernels still read (the
+// lane's previous request): ordered after that stream, the copy lands after the read; not
+// ordered (the negative control), the server's read sees the checkpoint's state too early.
+TEST_F(HostGpuPath, DeviceHitStateCopyWaitsForTheLanesReaders) {
+  for (const bool ordered : {true, false}) {
+    SCOPED_TRACE(ordered ? "ordered" : "not ordered");
+    OpenHost(/*device_bytes=*/1u << 20);
+    Lane sealed_state = NewLane(kState);
+    ASSERT_TRUE(SealPage0(sealed_state, nullptr).on_device);
+    Settle();
+    Lane lane = NewLane(kPrevOwner);
+    Gate& gate = NewGate();
+    std::vector<std::byte> seen;  // what the previous request's kernel read from the lane
+    stream_.Enqueue([&gate, &lane, &seen] {
+      gate.Wait();
+      seen = lane.memory[0];
+    });
+    AdmitRequest r;
+    r.blocks = blocks_;
+    r.now_ns = 2;
+    r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
+    r.state = lane.buffers;
+    r.order_after = ordered ? stream_.handle() : nullptr;
+    Admission a = host_->Admit(r);
+    ASSERT_EQ(a.outcome, Outcome::kDeviceHit);
+    if (ordered) {
+      PollFor(30);
+      EXPECT_FALSE(a.state_copy.IsDone()) << "the copy ran before the lane's reader";
+    } else {
+      ASSERT_TRUE(a.state_copy.Wait().ok());
+    }
+    gate.Open();
+    stream_.Synchronize();
+    ASSERT_TRUE(a.state_copy.Wait().ok());
+    ASSERT_FALSE(seen.empty());
+    EXPECT_EQ(seen.front(), ordered ? kPrevOwner : kState);
+    EXPECT_TRUE(LaneIs(lane, kState));
+    host_->Release(a.id);
+    Settle();
+    host_.reset();
+  }
+}
+
 // A handle the CPU engine does not know is refused, and nothing is taken.
 TEST_F(HostGpuPath, UnknownStreamHandleIsRefused) {
   OpenHost(/*device_bytes=*/0);
