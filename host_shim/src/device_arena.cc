@@ -136,6 +136,10 @@ Result<DeviceState> DeviceArena::Allocate(std::span<const uint64_t> sizes) {
 void DeviceArena::Return(std::vector<device::HostExtent> extents,
                          std::vector<device::Transfer> uses) {
   if (extents.empty()) return;
+  if (AllDone(uses)) {  // nothing still uses it: back at once
+    for (const device::HostExtent& e : extents) TIER_CHECK(extents_->Release(e).ok());
+    return;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (const device::HostExtent& e : extents) deferred_bytes_ += e.reserved_bytes;
   deferred_.push_back({std::move(extents), std::move(uses)});
