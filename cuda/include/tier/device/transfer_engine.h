@@ -154,7 +154,8 @@ class TransferEngine {
 
   // Later transfers of this engine (both directions) start only after the work queued on
   // `producer` so far: a cudaStream_t of the caller (e.g. the one whose kernels wrote the pool)
-  // on CUDA, a CpuStream's handle() on the CPU (cpu_transfer_engine.h); nullptr is a no-op.
+  // on CUDA (cudaStreamLegacy / cudaStreamPerThread for the default streams), a CpuStream's
+  // handle() on the CPU (cpu_transfer_engine.h); nullptr is a no-op.
   // INVALID_ARGUMENT for a handle the CPU engine does not know. Any thread.
   virtual Status OrderAfter(NativeStream producer) = 0;
   // OK when [ptr, ptr + bytes) is memory this engine's copies and kernels can address as device

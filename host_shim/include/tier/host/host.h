@@ -34,9 +34,11 @@
 // the request names; the Host calls TransferEngine::OrderAfter on it right before it queues the
 // gather, scatter or state copies, so they start only after everything the server queued on that
 // stream by then. nullptr means the server has synchronized itself (the CPU path, or a server
-// that waited). "Before that": Sealed::copied and Admission::state_copy (and every completion
-// event) are the Host's side: Transfer::MakeStreamWait orders the server's later work after them.
-// On the CPU path a device::CpuStream (cpu_transfer_engine.h) plays the server's stream.
+// that waited); a server whose kernels run on the legacy default stream passes cudaStreamLegacy
+// ((void*)0x1) or cudaStreamPerThread ((void*)0x2), never nullptr. "Before that": Sealed::copied
+// and Admission::state_copy (and every completion event) are the Host's side:
+// Transfer::MakeStreamWait orders the server's later work after them. On the CPU path a
+// device::CpuStream (cpu_transfer_engine.h) plays the server's stream.
 //
 // SIGNALS. A provider may write to sockets (librados does: to its OSDs and mons). A server must
 // ignore SIGPIPE (signal(SIGPIPE, SIG_IGN) before Open) or block it in every thread, so that a
