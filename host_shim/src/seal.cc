@@ -208,6 +208,8 @@ Sealed Host::Impl::Seal(const SealRequest& r) {
     sealed.existed = true;
     return sealed;
   }
+  sealed.status = device_->OrderAfter(r.order_after).Annotate("seal");  // issue 27: before copies
+  if (!sealed.status.ok()) return sealed;
   std::vector<StateBuffer> state;
   CheckpointEntry* entry = catalog_.Insert(NewEntry(r, key, &state));
   TIER_CHECK(entry != nullptr);
@@ -243,9 +245,10 @@ bool Host::Impl::SealOnDevice(CheckpointEntry* entry, const SealRequest& r,
     return false;
   }
   CopyJob job;
+  // The arena takes back what a failure part-way took only after the copies queued into it are
+  // done (issue 27: no free under the engine's worker, no wait on the scheduler thread).
   auto buffers = device_->CopyStateOnDevice(state, &job);
   if (!buffers.ok()) {
-    job.Wait().IgnoreError();  // copies queued before the failure finish before buffers go
     *why = buffers.status().ToString();
     return false;
   }

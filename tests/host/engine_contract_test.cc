@@ -386,41 +386,8 @@ TEST_F(HostEngineContract, StuckRestoreCostsThePrefillItReplacesThenRestoresBack
   EXPECT_EQ(host_->Stats().timeouts, 1u) << "no second provider call";
 }
 
-// The contract of host.h beyond the defects: the one-thread rule is checked, the allocator may
-// not call back, a pending admission says where it comes from, ids share one space.
-TEST_F(HostEngineContract, ASchedulerMethodCalledFromAnotherThreadAbortsNamingIt) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  Open("null", {}, Bytes(2), Bytes(2));
-  EXPECT_DEATH(
-      {
-        std::thread other([&] {
-          std::vector<Event> events;
-          host_->Poll(&events);
-        });
-        other.join();
-      },
-      "Host::Poll called from a thread other than the one that opened the Host");
-}
-
-TEST_F(HostEngineContract, AnAllocatorCallingBackIntoTheHostAborts) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  Open("null", {}, 0, Bytes(4));
-  const auto cp = Blocks(10, 1);
-  ASSERT_TRUE(Seal(cp, 1));
-  ASSERT_EQ(PlacementsOf(cp), kH);
-  auto lane = pool_->NewStateSet();
-  ASSERT_TRUE(lane.ok());
-  AdmitRequest r;
-  r.blocks = cp;
-  r.allocate_pages = [this](uint32_t n, std::vector<uint32_t>* pages) {
-    (void)host_->Stats();
-    return pool_->Allocate(n, pages);
-  };
-  r.state = lane.value()->buffers;
-  EXPECT_DEATH((void)host_->Admit(r),
-               "Host::Stats called from inside AdmitRequest::allocate_pages");
-}
-
+// The contract of host.h beyond the defects: a pending admission says where it comes from, ids
+// share one space (the one-thread rule and allocator re-entry: engine_contract_death_test.cc).
 TEST_F(HostEngineContract, APendingAdmissionSaysWhichTierItComesFromAndIdsShareOneSpace) {
   Open("scripted", {}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
   const auto cold = Blocks(10, 1);
