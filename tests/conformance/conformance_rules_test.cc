@@ -512,6 +512,7 @@ TEST_P(AbiConformance, CloseWithHeldOperationsCompletesEachBeforeReturning) {
   std::shared_ptr<PluginLibrary> library = library_;
   CompletionHold* const hold_raw = hold.get();
   std::thread closer([library, instance, closing, raw, hold_raw] {
+    hold_raw->PassOnThisThread();
     library->table()->close(instance);
     std::lock_guard lock(closing->mutex);
     for (OpRecord* r : raw) closing->calls_at_return.push_back(r->calls.load());

@@ -102,9 +102,14 @@ std::string CompletionHold::why_not_held() const {
 void CompletionHold::Callback(void* user_data, const tier_completion* completion) {
   auto* b = static_cast<Blocker*>(user_data);
   const bool on_submitter = b->submitting.load() && std::this_thread::get_id() == b->submitter;
+  bool passes = false;
+  {
+    std::lock_guard gate(b->gate->mutex);
+    passes = b->gate->passes == std::this_thread::get_id();
+  }
   if (on_submitter) {
     b->ran_inline.store(true);
-  } else {
+  } else if (!passes) {
     {
       std::lock_guard lock(b->mutex);
       b->entered.store(true);
@@ -122,6 +127,11 @@ void CompletionHold::Callback(void* user_data, const tier_completion* completion
   std::lock_guard lock(b->mutex);
   ++b->calls;
   b->cv.notify_all();
+}
+
+void CompletionHold::PassOnThisThread() {
+  std::lock_guard lock(state_->mutex);
+  state_->passes = std::this_thread::get_id();
 }
 
 void CompletionHold::Release() {

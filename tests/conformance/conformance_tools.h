@@ -43,12 +43,16 @@ class CompletionHold {
   bool timed_out() const { return state_->timed_out.load(); }
   // Opens the gate and waits (bounded) until every blocker completed.
   void Release();
+  // Completions that run on the calling thread from now on pass the gate (a thread that closes
+  // the instance: a close that completes what is queued on its own thread is not held up).
+  void PassOnThisThread();
 
  private:
   struct Gate {
     std::mutex mutex;
     std::condition_variable cv;
     bool open = false;
+    std::thread::id passes;  // guarded by mutex
     std::atomic<bool> timed_out{false};
   };
   struct Blocker;

@@ -435,6 +435,7 @@ class Instance {
       uint64_t h = 0;
       std::memcpy(&h, keys[i].bytes, 8);
       const bool hit = heads.count(h % 61) > 0 && heads[h % 61] == KeyOf(keys[i]);
+      (void)it;
 #elif defined(REFERENCE_DEFECT_PROBE_SEES_INFLIGHT)
       const bool hit = it != index_.end();  // the defect: a spill in flight counts
 #else
