@@ -301,6 +301,10 @@ class Instance {
                0, 0, job.accepted);
     }
     for (std::thread& t : workers_) t.detach();
+    static std::mutex kept_mutex;
+    static auto* const kept = new std::vector<Instance*>;  // never freed: reachable for LSan
+    std::lock_guard lock(kept_mutex);
+    kept->push_back(this);
   }
 
   bool persistent() const { return !dir_.empty(); }
