@@ -1,5 +1,7 @@
 #include "conformance_fixture.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstring>
 #include <future>
@@ -182,6 +184,9 @@ void AbiConformance::SetUp() {
   auto library = PluginLibrary::Load(target.path, host_.table());
   ASSERT_TRUE(library.ok()) << library.status().message();
   library_ = library.value();
+  // Never unmapped while the run lasts: a provider's threads may outlive the instance a test
+  // gave up on (a stuck operation, a close that returned early) and must still find their code.
+  ::dlopen(target.path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   for (std::string option : target.options) {
     const size_t at = option.find("{tmpdir}");
     if (at != std::string::npos) {
