@@ -18,7 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include <tier/host/model_profile.h>
 #include "checkpoint_bytes.h"
+#include "checkpoint_shape.h"
 #include "conformance_fixture.h"
 #include "conformance_tools.h"
 #include "rules.h"
@@ -1063,6 +1065,62 @@ TEST_P(AbiConformance, HugeSegmentsRoundTrip) {
                                {static_cast<const std::byte*>(maps[i]), layout[i].length_bytes}))
         << "segment of " << layout[i].length_bytes << " bytes";
     ::munmap(maps[i], layout[i].length_bytes);
+  }
+}
+
+// A real checkpoint: a shipped model profile's at TIER_CONFORMANCE_PROFILE_TOKENS tokens (default
+// 100,000), with TIER_CONFORMANCE_PROFILE=path/to/profile.json (a qwen3.8-27b profile: 17 KV
+// segments of ~200 MiB, 3.4 GB in all, twice that in memory): too much for CI.
+TEST_P(AbiConformance, ProfileCheckpointRoundTrips) {
+  SKIP_IF_ABSENT();
+  const char* path = std::getenv("TIER_CONFORMANCE_PROFILE");
+  if (path == nullptr || path[0] == '\0') {
+    GTEST_SKIP() << "a shipped profile's 100k-token checkpoint runs with "
+                    "TIER_CONFORMANCE_PROFILE=host_shim/profiles/<profile>.json";
+  }
+  const char* tokens_text = std::getenv("TIER_CONFORMANCE_PROFILE_TOKENS");
+  const uint64_t tokens = tokens_text != nullptr ? std::strtoull(tokens_text, nullptr, 10) : 100000;
+  auto profile = LoadModelProfile(path);
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  const bench::CheckpointShape shape = bench::ShapeForTokens(profile.value(), tokens);
+  if (Stats().capacity_bytes < shape.logical_bytes() + (shape.logical_bytes() >> 3)) {
+    GTEST_SKIP() << GetParam().name << "'s capacity is below " << shape.Describe();
+  }
+  std::vector<tier_segment_info> layout;
+  for (const auto& s : shape.segments) layout.push_back({s.kind, s.index, s.bytes});
+  const tier_key key = KeyFromText("conformance:profile");
+  std::vector<void*> maps;
+  std::vector<tier_segment> segments;
+  for (const auto& s : layout) {
+    void* p = ::mmap(nullptr, std::max<uint64_t>(1, s.length_bytes), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    maps.push_back(p);
+    sim::FillSegmentBytes(key, s.kind, s.index, {static_cast<std::byte*>(p), s.length_bytes});
+    segments.push_back({s.kind, s.index, s.length_bytes, p});
+  }
+  OpRecord spill;
+  ASSERT_EQ(
+      table()->spill(instance(), &key, segments.data(), static_cast<uint32_t>(segments.size()),
+                     OpRecord::Callback, spill.cookie(), nullptr),
+      TIER_OK);
+  ASSERT_TRUE(spill.Wait("spill"));
+  ASSERT_EQ(spill.status, TIER_OK) << spill.message;
+  for (size_t i = 0; i < maps.size(); ++i) std::memset(maps[i], 0, layout[i].length_bytes);
+  OpRecord restore;
+  ASSERT_EQ(
+      table()->restore(instance(), &key, segments.data(), static_cast<uint32_t>(segments.size()),
+                       OpRecord::Callback, restore.cookie(), nullptr),
+      TIER_OK);
+  ASSERT_TRUE(restore.Wait("restore"));
+  ASSERT_EQ(restore.status, TIER_OK) << restore.message;
+  RecordProperty("checkpoint", shape.Describe());
+  for (size_t i = 0; i < layout.size(); ++i) {
+    EXPECT_TRUE(
+        sim::SegmentBytesMatch(key, layout[i].kind, layout[i].index,
+                               {static_cast<const std::byte*>(maps[i]), layout[i].length_bytes}))
+        << shape.segments[i].name << " (" << layout[i].length_bytes << " bytes)";
+    ::munmap(maps[i], std::max<uint64_t>(1, layout[i].length_bytes));
   }
 }
 

@@ -452,9 +452,12 @@ const std::vector<Rule>& Rules() {
       {"SEG-BYTES",
        "tier_segment",
        "every segment length round-trips byte for byte: 0 bytes, odd sizes, around 32 and 64 MiB "
-       "(256 MiB and 2^31 with TIER_CONFORMANCE_HUGE_SEGMENTS=1)",
+       "(256 MiB and 2^31 with TIER_CONFORMANCE_HUGE_SEGMENTS=1, a profile's 100k-token checkpoint "
+       "with "
+       "TIER_CONFORMANCE_PROFILE)",
        {"MultiSegmentCheckpointRoundTripsByteForByte", "ZeroLengthSegmentsRoundTrip",
-        "SegmentsAroundThirtyTwoAndSixtyFourMiBRoundTrip"},
+        "SegmentsAroundThirtyTwoAndSixtyFourMiBRoundTrip", "HugeSegmentsRoundTrip",
+        "ProfileCheckpointRoundTrips"},
        "",
        "CatchesARestoreWrongPast32MiB"},
       {"KEY-EXACT",
