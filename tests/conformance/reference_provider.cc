@@ -119,9 +119,9 @@ struct CheckpointStore {
 };
 
 std::mutex g_shared_mutex;
-std::map<std::string, std::weak_ptr<CheckpointStore>>* g_shared_stores =
-    new std::map<std::string,
-                 std::weak_ptr<CheckpointStore>>;  // guarded by g_shared_mutex; never freed
+// guarded by g_shared_mutex; an object, not a leaked pointer: the library may be loaded and
+// unloaded more than once
+std::map<std::string, std::weak_ptr<CheckpointStore>> g_shared_stores;
 
 // The namespace's store in this process (shared) or a store of its own.
 std::shared_ptr<CheckpointStore> StoreFor(const std::string& ns, bool shared) {
@@ -130,10 +130,10 @@ std::shared_ptr<CheckpointStore> StoreFor(const std::string& ns, bool shared) {
 #endif
   if (!shared) return std::make_shared<CheckpointStore>();
   std::lock_guard lock(g_shared_mutex);
-  std::shared_ptr<CheckpointStore> store = (*g_shared_stores)[ns].lock();
+  std::shared_ptr<CheckpointStore> store = g_shared_stores[ns].lock();
   if (!store) {
     store = std::make_shared<CheckpointStore>();
-    (*g_shared_stores)[ns] = store;
+    g_shared_stores[ns] = store;
   }
   return store;
 }
