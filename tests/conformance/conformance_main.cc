@@ -43,7 +43,7 @@ int Usage(const char* message) {
   std::fprintf(stderr,
                "tier-conformance: %s\nusage: tier-conformance --tier-plugin PATH [--tier-opt "
                "KEY=VALUE ...] [--expect auto|absent|full] [--namespace NS] "
-               "[--tier-op-timeout-s S] [gtest flags]\n",
+               "[--tier-op-timeout-s S] [gtest flags]\n       tier-conformance --list-rules\n",
                message);
   return 2;
 }
