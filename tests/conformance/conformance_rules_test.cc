@@ -1192,6 +1192,42 @@ TEST_P(AbiConformance, CompletionsOfEverySizeMayCallTheProvider) {
     EXPECT_EQ(r->info, TIER_OK);
     EXPECT_EQ(r->plan, TIER_OK);
     EXPECT_EQ(r->probe, TIER_OK);
+    lock.unlock();
+    // The restore of it, its completion calling stat and stats too.
+    auto into = std::make_shared<TestCheckpoint>(*checkpoint);
+    auto restore_segments = std::make_shared<std::vector<tier_segment>>(into->EmptySegments());
+    auto back = std::make_shared<Reentry>();
+    back->table = table();
+    back->instance = instance();
+    back->key = checkpoint->key;
+    ASSERT_TRUE(ReturnsWithinDeadline("restore whose completion calls the provider", [=] {
+      accepted->store(back->table->restore(
+          back->instance, &back->key, restore_segments->data(), 1,
+          [](void* user, const tier_completion* c) {
+            auto* x = static_cast<Reentry*>(user);
+            tier_stat_result stat{};
+            stat.struct_size = sizeof(stat);
+            const tier_status s = x->table->stat(x->instance, &x->key, &stat, nullptr, 0, nullptr);
+            tier_stats stats{};
+            stats.struct_size = sizeof(stats);
+            const tier_status st = x->table->stats(x->instance, &stats, nullptr);
+            std::lock_guard lock(x->mutex);
+            x->stat = s;
+            x->stats = st;
+            x->status = c->status;
+            ++x->calls;
+            x->cv.notify_all();
+          },
+          back.get(), nullptr));
+    }));
+    ASSERT_EQ(accepted->load(), TIER_OK);
+    std::unique_lock back_lock(back->mutex);
+    ASSERT_TRUE(back->cv.wait_for(back_lock, OpDeadline(), [&] { return back->calls > 0; }))
+        << "the restore's completion never finished: it deadlocked calling the provider";
+    EXPECT_EQ(back->status, TIER_OK);
+    EXPECT_EQ(back->stat, TIER_OK) << "stat from a restore's completion";
+    EXPECT_EQ(back->stats, TIER_OK);
+    EXPECT_TRUE(back->status != TIER_OK || into->Matches());
   }
 }
 
