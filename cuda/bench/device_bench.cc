@@ -40,7 +40,7 @@ struct Args {
   std::uint32_t head_dim = 256;
   std::string dtype = "int8";
   std::uint64_t copy_mib = 1024;
-  std::uint64_t staging_mib = 64;
+  std::uint64_t staging_mib = 32;  // per staging slot (the engine has four)
   int iterations = 3;
   bool verify = true;
   std::string json;

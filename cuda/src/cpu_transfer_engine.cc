@@ -5,7 +5,9 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,9 +18,95 @@
 #include "tier/shuffle/byte_shuffle.h"
 
 namespace tier::device {
+
+struct CpuStream::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  std::uint64_t enqueued = 0;
+  std::uint64_t done = 0;
+  bool stopping = false;
+  std::thread worker;  // last: starts after everything it uses exists
+};
+
 namespace {
 
-class CpuCompletion final : public Completion {
+std::mutex& StreamRegistryMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::set<const void*>& StreamRegistry() {
+  static std::set<const void*> live;
+  return live;
+}
+
+}  // namespace
+
+CpuStream::CpuStream() : state_(std::make_unique<State>()) {
+  State* st = state_.get();
+  st->worker = std::thread([st] {
+    for (;;) {
+      std::function<void()> work;
+      {
+        std::unique_lock<std::mutex> lock(st->mu);
+        st->cv.wait(lock, [&] { return st->stopping || !st->queue.empty(); });
+        if (st->queue.empty()) return;  // stopping and drained
+        work = std::move(st->queue.front());
+        st->queue.pop_front();
+      }
+      work();
+      std::lock_guard<std::mutex> lock(st->mu);
+      ++st->done;
+      st->cv.notify_all();
+    }
+  });
+  std::lock_guard<std::mutex> lock(StreamRegistryMutex());
+  StreamRegistry().insert(this);
+}
+
+CpuStream::~CpuStream() {
+  {
+    std::lock_guard<std::mutex> lock(StreamRegistryMutex());
+    StreamRegistry().erase(this);
+  }
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stopping = true;
+    state_->cv.notify_all();
+  }
+  state_->worker.join();
+}
+
+void CpuStream::Enqueue(std::function<void()> work) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->queue.push_back(std::move(work));
+  ++state_->enqueued;
+  state_->cv.notify_all();
+}
+
+void CpuStream::Synchronize() {
+  WaitFor(Record());
+}
+
+std::uint64_t CpuStream::Record() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->enqueued;
+}
+
+void CpuStream::WaitFor(std::uint64_t marker) {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [&] { return state_->done >= marker; });
+}
+
+CpuStream* CpuStream::FromHandle(NativeStream handle) {
+  if (handle == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(StreamRegistryMutex());
+  return StreamRegistry().count(handle) != 0 ? static_cast<CpuStream*>(handle) : nullptr;
+}
+
+namespace {
+
+class CpuCompletion final : public Completion, public std::enable_shared_from_this<CpuCompletion> {
  public:
   void Finish(Status status) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -35,7 +123,14 @@ class CpuCompletion final : public Completion {
     std::lock_guard<std::mutex> lock(mu_);
     return done_;
   }
-  Status MakeStreamWait(void* /*native_stream*/) override { return Wait(); }
+  // A CpuStream waits on its own thread (the caller does not block); anything else blocks.
+  Status MakeStreamWait(void* native_stream) override {
+    CpuStream* stream = CpuStream::FromHandle(native_stream);
+    if (stream == nullptr) return Wait();
+    std::shared_ptr<CpuCompletion> self = shared_from_this();
+    stream->Enqueue([self] { self->Wait().IgnoreError(); });
+    return Status::Ok();
+  }
 
  private:
   std::mutex mu_;
@@ -48,8 +143,10 @@ class CpuTransferEngine final : public TransferEngine {
  public:
   explicit CpuTransferEngine(const CpuEngineOptions& options)
       : options_(options),
-        host_allocator_(MakeAlignedHostAllocator()),
-        device_allocator_(options.device_allocator ? options.device_allocator : host_allocator_),
+        host_allocator_(options.host_allocator ? options.host_allocator
+                                               : MakeAlignedHostAllocator()),
+        device_allocator_(options.device_allocator ? options.device_allocator
+                                                   : MakeAlignedHostAllocator()),
         staging_(options.staging_bytes) {
     if (options_.worker_thread) worker_ = std::thread([this] { RunWorker(); });
   }
@@ -88,24 +185,54 @@ class CpuTransferEngine final : public TransferEngine {
 
   Result<Transfer> CopyToHost(void* host_dst, const void* device_src,
                               std::uint64_t bytes) override {
-    return Copy(host_dst, device_src, bytes, "CopyToHost");
+    return Copy(host_dst, device_src, bytes, "CopyToHost", kD2h);
   }
   Result<Transfer> CopyToDevice(void* device_dst, const void* host_src,
                                 std::uint64_t bytes) override {
-    return Copy(device_dst, host_src, bytes, "CopyToDevice");
+    return Copy(device_dst, host_src, bytes, "CopyToDevice", kH2d);
   }
 
   Result<Transfer> CopyOnDevice(void* device_dst, const void* device_src,
                                 std::uint64_t bytes) override {
-    return Copy(device_dst, device_src, bytes, "CopyOnDevice");  // its device memory is host memory
+    // Its device memory is host memory.
+    return Copy(device_dst, device_src, bytes, "CopyOnDevice", kH2d);
   }
 
-  Status OrderAfter(NativeStream /*producer*/) override { return Status::Ok(); }
+  // Later transfers wait for the producer's work enqueued so far: a marker task on the worker
+  // (or, inline, a wait in the caller) that blocks until the stream has run that far.
+  Status OrderAfter(NativeStream producer) override {
+    if (producer == nullptr) return Status::Ok();
+    CpuStream* stream = CpuStream::FromHandle(producer);
+    if (stream == nullptr) {
+      return Status::InvalidArgument(
+          "OrderAfter: the CPU engine knows no stream at this handle (pass a CpuStream's "
+          "handle(), or nullptr)");
+    }
+    const std::uint64_t marker = stream->Record();
+    // No handle: it touches no buffer of the caller, and dropping a handle would wait for it.
+    // One marker per direction, so neither runs later work before the producer's.
+    for (Direction lane : {kD2h, kH2d}) {
+      SubmitTask(
+          [stream, marker] {
+            stream->WaitFor(marker);
+            return Status::Ok();
+          },
+          lane);
+      if (!options_.restores_first) break;
+    }
+    return Status::Ok();
+  }
+
+  Status CheckDeviceMemory(const void* ptr, std::uint64_t bytes) const override {
+    if (ptr == nullptr) return Status::InvalidArgument("device memory: null pointer");
+    return options_.check_device_memory ? options_.check_device_memory(ptr, bytes) : Status::Ok();
+  }
 
   Status Synchronize() override {
-    Result<Transfer> marker = Submit([] { return Status::Ok(); }, 0);
-    if (!marker.ok()) return marker.status();
-    return marker->Wait();
+    Transfer d2h = Submit([] { return Status::Ok(); }, 0, kD2h).value();
+    Transfer h2d = Submit([] { return Status::Ok(); }, 0, kH2d).value();
+    TIER_RETURN_IF_ERROR(d2h.Wait());
+    return h2d.Wait();
   }
 
  protected:
@@ -126,7 +253,7 @@ class CpuTransferEngine final : public TransferEngine {
           }
           return Status::Ok();
         },
-        bytes);
+        bytes, shared->direction == detail::CopyDirection::kGather ? kD2h : kH2d);
   }
 
   Result<Transfer> SubmitByteShuffle(void* device_dst, const void* device_src, std::uint64_t bytes,
@@ -138,7 +265,7 @@ class CpuTransferEngine final : public TransferEngine {
           return inverse ? shuffle::ByteUnshuffle(src, dst, element_bytes)
                          : shuffle::ByteShuffle(src, dst, element_bytes);
         },
-        0);
+        0, kH2d);
   }
 
  private:
@@ -146,8 +273,11 @@ class CpuTransferEngine final : public TransferEngine {
     std::function<Status()> work;
     std::shared_ptr<CpuCompletion> completion;
   };
+  // The CUDA engine's two directions; one queue unless options_.restores_first.
+  enum Direction : int { kD2h = 0, kH2d = 1 };
 
-  Result<Transfer> Copy(void* dst, const void* src, std::uint64_t bytes, const char* op) {
+  Result<Transfer> Copy(void* dst, const void* src, std::uint64_t bytes, const char* op,
+                        Direction lane) {
     if (bytes == 0) return Transfer();
     if (dst == nullptr || src == nullptr) {
       return Status::InvalidArgument(std::string(op) + ": null buffer");
@@ -157,33 +287,41 @@ class CpuTransferEngine final : public TransferEngine {
           std::memcpy(dst, src, bytes);
           return Status::Ok();
         },
-        bytes);
+        bytes, lane);
   }
 
-  Result<Transfer> Submit(std::function<Status()> work, std::uint64_t bytes) {
+  Result<Transfer> Submit(std::function<Status()> work, std::uint64_t bytes, Direction lane) {
+    return Transfer(SubmitTask(std::move(work), lane), bytes);
+  }
+
+  std::shared_ptr<CpuCompletion> SubmitTask(std::function<Status()> work, Direction lane) {
     auto completion = std::make_shared<CpuCompletion>();
     if (!options_.worker_thread) {
       std::lock_guard<std::mutex> lock(inline_mu_);  // one transfer at a time, like a stream
       if (options_.before_transfer) options_.before_transfer();
       completion->Finish(work());
-      return Transfer(completion, bytes);
+      return completion;
     }
     std::unique_lock<std::mutex> lock(mu_);
-    space_cv_.wait(lock, [&] { return queue_.size() < options_.max_queued_transfers; });
-    queue_.push_back(Task{std::move(work), completion});
+    space_cv_.wait(lock, [&] { return queued() < options_.max_queued_transfers; });
+    queues_[options_.restores_first ? lane : kD2h].push_back(Task{std::move(work), completion});
     cv_.notify_all();
-    return Transfer(completion, bytes);
+    return completion;
   }
+
+  std::size_t queued() const { return queues_[kD2h].size() + queues_[kH2d].size(); }
 
   void RunWorker() {
     for (;;) {
       Task task;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping and drained
-        task = std::move(queue_.front());
-        queue_.pop_front();
+        cv_.wait(lock, [&] { return stopping_ || queued() != 0; });
+        if (queued() == 0) return;  // stopping and drained
+        // Restores first: host-to-device work runs before queued device-to-host work.
+        std::deque<Task>& queue = queues_[kH2d].empty() ? queues_[kD2h] : queues_[kH2d];
+        task = std::move(queue.front());
+        queue.pop_front();
         space_cv_.notify_all();
       }
       if (options_.before_transfer) options_.before_transfer();
@@ -219,13 +357,13 @@ class CpuTransferEngine final : public TransferEngine {
 
   const CpuEngineOptions options_;
   const std::shared_ptr<HostAllocator> host_allocator_;
-  const std::shared_ptr<HostAllocator> device_allocator_;  // host_allocator_ unless a test's
+  const std::shared_ptr<HostAllocator> device_allocator_;  // aligned host memory unless a test's
   std::vector<unsigned char> staging_;                     // used by one transfer at a time
   std::mutex inline_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable space_cv_;
-  std::deque<Task> queue_;
+  std::deque<Task> queues_[2];  // by Direction (all in kD2h unless restores_first)
   bool stopping_ = false;
   std::thread worker_;  // last: starts after everything it uses exists
 };

@@ -10,6 +10,13 @@ const char* CudaArchitectures() {
   return "";
 }
 
+CudaProbe ProbeCuda() {
+  CudaProbe probe;
+  probe.state = CudaProbeState::kNotCompiledIn;
+  probe.detail = "CUDA not compiled in";
+  return probe;
+}
+
 Result<int> CudaDeviceCount() {
   return Status::Unsupported("CUDA not compiled in");
 }

@@ -58,14 +58,22 @@ Result<std::unique_ptr<HostArena>> HostArena::Create(const HostArenaOptions& opt
   if (options.reserve_bytes > options.capacity_bytes) {
     return Status::InvalidArgument("host arena: reserve_bytes exceeds capacity_bytes");
   }
+  if (options.min_reserve_chunk_bytes % kPageBytes != 0) {
+    return Status::InvalidArgument("host arena: min_reserve_chunk_bytes is not a multiple of 4096");
+  }
   std::unique_ptr<HostArena> arena(new HostArena(options, std::move(allocator)));
   std::lock_guard<std::mutex> lock(arena->mu_);
+  std::uint64_t try_bytes = options.chunk_bytes;
   while (arena->allocated_bytes_ < options.reserve_bytes) {
     const std::uint64_t left = options.capacity_bytes - arena->allocated_bytes_;
-    const std::uint64_t bytes = std::min(options.chunk_bytes, left / kPageBytes * kPageBytes);
+    const std::uint64_t bytes = std::min(try_bytes, left / kPageBytes * kPageBytes);
     if (bytes == 0) break;
     Result<std::byte*> chunk = arena->AddChunkLocked(bytes, /*dedicated=*/false);
-    if (!chunk.ok()) return chunk.status();
+    if (chunk.ok()) continue;
+    if (options.min_reserve_chunk_bytes == 0) return chunk.status();
+    // Best effort: half the size, page-rounded, until below the floor; keep what succeeded.
+    try_bytes = bytes / 2 / kPageBytes * kPageBytes;
+    if (try_bytes < options.min_reserve_chunk_bytes || try_bytes == 0) break;
   }
   return arena;
 }
@@ -131,6 +139,19 @@ Result<HostExtent> HostArena::Allocate(std::uint64_t bytes) {
                            std::to_string(allocated_bytes_) + " allocated, capacity " +
                            std::to_string(options_.capacity_bytes) + ")");
   };
+  if (!options_.grow) {
+    // Only the chunks reserved at Create(): any one whose free space holds the extent.
+    for (auto& [base, chunk] : chunks_) {
+      std::uint64_t offset = 0;
+      if (!chunk.dedicated && TakeFrom(chunk, reserved, &offset)) {
+        used_bytes_ += reserved;
+        ++live_extents_;
+        return HostExtent{base + offset, bytes, reserved};
+      }
+    }
+    return Status::NoSpace(exhausted().message() + "; the arena does not grow past the " +
+                           std::to_string(allocated_bytes_) + " bytes reserved at start");
+  }
   if (reserved > options_.chunk_bytes) {
     // Oversize: a dedicated allocation of its own, page-rounded.
     const std::uint64_t chunk_bytes = RoundUp(reserved, kPageBytes);

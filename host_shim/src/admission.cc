@@ -69,6 +69,7 @@ Admission Host::Impl::Admit(const AdmitRequest& request) {
   op->now_ns = request.now_ns;
   op->allocate_pages = request.allocate_pages;
   op->state = request.state;
+  op->order_after = request.order_after;
   op->max_blocks = op->blocks.size();
   const uint64_t id = op->id;
   if (!op->allocate_pages) {
@@ -160,7 +161,9 @@ void Host::Impl::TryCandidate(AdmissionOp* op) {
 
 void Host::Impl::UseDeviceCopy(AdmissionOp* op) {
   CheckpointEntry* e = op->entry;
-  auto copied = device_->StateToLane(*e->device_copy, *e, op->state);
+  const Status ordered = device_->OrderAfter(op->order_after);
+  auto copied = ordered.ok() ? device_->StateToLane(*e->device_copy, *e, op->state)
+                             : Result<CopyJob>(ordered);
   if (!copied.ok()) {
     Log(TIER_LOG_WARN,
         "host: device hit on " + KeyHex(e->key) + " unusable: " + copied.status().ToString());
@@ -191,7 +194,9 @@ void Host::Impl::UseHostCopy(AdmissionOp* op) {
     return;
   }
   op->staging = e->host_copy;  // kept alive while the copies read it
-  auto copied = device_->FromHost(*op->staging, *e, pages, op->state);
+  const Status ordered = device_->OrderAfter(op->order_after);
+  auto copied = ordered.ok() ? device_->FromHost(*op->staging, *e, pages, op->state)
+                             : Result<CopyJob>(ordered);
   if (!copied.ok()) {
     Log(TIER_LOG_WARN, "host: host-to-device copy of " + KeyHex(e->key) +
                            " failed: " + copied.status().ToString());

@@ -19,6 +19,7 @@
 
 #include <tier/device/transfer_engine.h>
 
+#include "device_arena.h"
 #include "host_copy.h"
 #include "tier_provider.h"
 
@@ -39,7 +40,7 @@ struct SegmentSpec {
 // a reference on each) and its state buffers live in device memory of the transfer engine.
 struct DeviceCopy {
   std::vector<uint32_t> pages;
-  std::vector<device::DeviceBuffer> state;  // one per state segment, in segment order
+  DeviceState state;  // one block per state segment, in segment order (the Device tier's arena)
 };
 
 struct CheckpointEntry {

@@ -25,7 +25,7 @@ Status CopyJob::Wait() const {
 }
 
 Result<std::unique_ptr<DeviceTier>> DeviceTier::Create(
-    std::shared_ptr<device::TransferEngine> engine, KvPool pool) {
+    std::shared_ptr<device::TransferEngine> engine, KvPool pool, uint64_t state_bytes) {
   if (engine == nullptr) return Status::InvalidArgument("no transfer engine");
   TIER_RETURN_IF_ERROR(pool.layout.Validate().Annotate("KV pool layout"));
   if (pool.layout.tokens_per_page() == 0) {
@@ -36,13 +36,28 @@ Result<std::unique_ptr<DeviceTier>> DeviceTier::Create(
         "KV pool view has " + std::to_string(pool.view.plane_base.size()) + " layers, the layout " +
         std::to_string(pool.layout.layer_count()));
   }
+  // Planes the engine cannot address (pageable or pinned host memory, another GPU's) would fail
+  // at the first copy, or, on the CPU engine, be read as host memory: refuse them now.
+  for (uint32_t l = 0; l < pool.layout.layer_count(); ++l) {
+    for (uint32_t q = 0; q < pool.layout.plane_count(l); ++q) {
+      const Status kind =
+          engine->CheckDeviceMemory(pool.view.plane_base[l][q], pool.layout.plane_pool_bytes(l, q));
+      if (!kind.ok()) {
+        return kind.Annotate("KV pool layer " + std::to_string(l) + " plane " + std::to_string(q) +
+                             " (" + pool.layout.plane(l, q).name + ")");
+      }
+    }
+  }
   if (pool.main_kv_layers == 0) pool.main_kv_layers = pool.layout.layer_count();
   if (pool.main_kv_layers > pool.layout.layer_count()) {
     return Status::InvalidArgument("main_kv_layers " + std::to_string(pool.main_kv_layers) +
                                    " exceeds the pool's " +
                                    std::to_string(pool.layout.layer_count()) + " layers");
   }
-  return std::unique_ptr<DeviceTier>(new DeviceTier(std::move(engine), std::move(pool)));
+  auto arena = DeviceArena::Create(*engine, state_bytes);
+  if (!arena.ok()) return arena.status();
+  return std::unique_ptr<DeviceTier>(
+      new DeviceTier(std::move(engine), std::move(pool), std::move(arena).value()));
 }
 
 uint32_t DeviceTier::PagesFor(uint64_t tokens) const {
@@ -103,6 +118,7 @@ Result<CopyJob> DeviceTier::DeviceStateToHost(const DeviceCopy& copy, HostCopy& 
     if (segment.empty()) continue;
     auto copied = engine_->CopyToHost(segment.data(), copy.state[i].data(), segment.size());
     if (!copied.ok()) return FromDevice(copied.status(), "device state to host");
+    copy.state.Use(copied.value());
     job.Add(std::move(copied.value()));
   }
   return job;
@@ -150,22 +166,22 @@ Result<device::Transfer> DeviceTier::DeviceToDevice(std::byte* dst, const std::b
   return std::move(copied.value());
 }
 
-Result<std::vector<device::DeviceBuffer>> DeviceTier::CopyStateOnDevice(
-    std::span<const StateBuffer> state, CopyJob* job) {
-  std::vector<device::DeviceBuffer> buffers;
-  for (const StateBuffer& s : state) {
-    if (s.bytes == 0) {
-      buffers.emplace_back();
-      continue;
-    }
-    auto buffer = engine_->AllocateDevice(s.bytes);
-    if (!buffer.ok()) return buffer.status().Annotate("device memory for a Device placement");
-    auto copied = DeviceToDevice(buffer.value().data(), s.data, s.bytes);
+Result<DeviceState> DeviceTier::CopyStateOnDevice(std::span<const StateBuffer> state,
+                                                  CopyJob* job) {
+  std::vector<uint64_t> sizes;
+  for (const StateBuffer& s : state) sizes.push_back(s.bytes);
+  auto blocks = arena_->Allocate(sizes);
+  if (!blocks.ok()) return blocks.status().Annotate("device memory for a Device placement");
+  DeviceState owned = std::move(blocks).value();
+  for (size_t i = 0; i < state.size(); ++i) {
+    if (state[i].bytes == 0) continue;
+    // A failure part-way returns `owned` to the arena after what was queued into it is done.
+    auto copied = DeviceToDevice(owned[i].data(), state[i].data, state[i].bytes);
     if (!copied.ok()) return copied.status();
+    owned.Use(copied.value());
     job->Add(std::move(copied.value()));
-    buffers.push_back(std::move(buffer.value()));
   }
-  return buffers;
+  return owned;
 }
 
 Result<CopyJob> DeviceTier::StateToLane(const DeviceCopy& copy, const CheckpointEntry& entry,
@@ -182,9 +198,16 @@ Result<CopyJob> DeviceTier::StateToLane(const DeviceCopy& copy, const Checkpoint
     if (to->bytes == 0) continue;
     auto copied = DeviceToDevice(to->data, copy.state[i].data(), to->bytes);
     if (!copied.ok()) return copied.status();
+    copy.state.Use(copied.value());
     job.Add(std::move(copied.value()));
   }
   return job;
+}
+
+Status DeviceTier::OrderAfter(device::NativeStream producer) {
+  if (producer == nullptr) return Status::Ok();
+  const Status ordered = engine_->OrderAfter(producer);
+  return ordered.ok() ? ordered : FromDevice(ordered, "ordering after the server's stream");
 }
 
 void DeviceTier::Hold(std::span<const uint32_t> pages) {

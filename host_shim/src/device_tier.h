@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "catalog.h"
+#include "device_arena.h"
 #include "host_copy.h"
 
 namespace tier {
@@ -41,9 +42,11 @@ class CopyJob {
 
 class DeviceTier {
  public:
-  // Validates the pool against the engine. INVALID_ARGUMENT naming what is wrong.
+  // Validates the pool against the engine (INVALID_ARGUMENT naming what is wrong) and allocates
+  // the device arena of `state_bytes` for Device placements' state (NO_SPACE when the device
+  // refuses; 0: no arena, seals go to Host).
   static Result<std::unique_ptr<DeviceTier>> Create(std::shared_ptr<device::TransferEngine> engine,
-                                                    KvPool pool);
+                                                    KvPool pool, uint64_t state_bytes);
 
   const KvPool& pool() const { return pool_; }
   device::TransferEngine& engine() { return *engine_; }
@@ -64,13 +67,20 @@ class DeviceTier {
   // (matched by kind and index; sizes must be equal).
   Result<CopyJob> FromHost(const HostCopy& src, const CheckpointEntry& entry,
                            std::span<const uint32_t> pages, std::span<const StateBuffer> lane);
-  // Copies the server's state buffers into device memory the Host owns (a Device placement).
-  // UNSUPPORTED when the engine cannot copy device to device (then the seal goes to Host).
-  Result<std::vector<device::DeviceBuffer>> CopyStateOnDevice(std::span<const StateBuffer> state,
-                                                              CopyJob* job);
+  // Copies the server's state buffers into the device arena (a Device placement); nothing is
+  // allocated from the device. NO_SPACE when the arena is full, or the engine's error (then the
+  // seal goes to Host); what was taken goes back only after the copies queued into it are done.
+  Result<DeviceState> CopyStateOnDevice(std::span<const StateBuffer> state, CopyJob* job);
+  // Returns to the arena what Device placements let go once their copies are done. Poll().
+  void Collect() { arena_->Collect(); }
+  const DeviceArena& arena() const { return *arena_; }
   // Queues a Device placement's state into the lane's buffers (a device hit).
   Result<CopyJob> StateToLane(const DeviceCopy& copy, const CheckpointEntry& entry,
                               std::span<const StateBuffer> lane);
+
+  // Orders the engine's later copies after the work queued on the server's stream `producer`
+  // so far (nullptr: nothing to do). The error keeps the engine's code, "device: " before it.
+  Status OrderAfter(device::NativeStream producer);
 
   // The page ledger. Hold adds one reference per page; Drop removes one and returns the pages
   // whose last reference went (the server may reuse them).
@@ -79,15 +89,17 @@ class DeviceTier {
   uint64_t held_pages() const { return held_.size(); }
 
  private:
-  DeviceTier(std::shared_ptr<device::TransferEngine> engine, KvPool pool)
-      : engine_(std::move(engine)), pool_(std::move(pool)) {}
+  DeviceTier(std::shared_ptr<device::TransferEngine> engine, KvPool pool,
+             std::shared_ptr<DeviceArena> arena)
+      : engine_(std::move(engine)), pool_(std::move(pool)), arena_(std::move(arena)) {}
   // The lane buffer for state segment `spec`, or nullptr.
   static const StateBuffer* Find(std::span<const StateBuffer> lane, const SegmentSpec& spec);
   Result<device::Transfer> DeviceToDevice(std::byte* dst, const std::byte* src, uint64_t bytes);
 
   std::shared_ptr<device::TransferEngine> engine_;
   KvPool pool_;
-  std::map<uint32_t, uint32_t> held_;  // page -> references
+  std::shared_ptr<DeviceArena> arena_;  // shared with the DeviceStates it handed out
+  std::map<uint32_t, uint32_t> held_;   // page -> references
 };
 
 // Maps a device-layer error to a status that says where it came from.

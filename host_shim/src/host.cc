@@ -108,8 +108,9 @@ Result<std::shared_ptr<device::TransferEngine>> ChooseEngine(const HostOptions& 
   device::EngineOptions engine_options;
   engine_options.prefer = prefer.value();
   device::EngineSelection selection = device::SelectTransferEngine(engine_options);
-  if (selection.engine == nullptr) {
-    return Status::Unsupported("device " + o.device + ": " + selection.reason);
+  if (selection.engine == nullptr) {  // the cause's code (issue 27: no silent CPU fallback)
+    const tier_status code = selection.status.ok() ? TIER_UNSUPPORTED : selection.status.code();
+    return Status(code, "device " + o.device + ": " + selection.reason);
   }
   Log(TIER_LOG_INFO, "device path: " + selection.path + " (" + selection.engine->description() +
                          "; " + selection.reason + ")");
@@ -117,23 +118,50 @@ Result<std::shared_ptr<device::TransferEngine>> ChooseEngine(const HostOptions& 
 }
 
 // The Host tier's memory: budget/scale plus room for the copies in flight (restores staging,
-// demotions, seals) before pressure catches up. The hard bound on Host memory.
+// demotions, seals) before pressure catches up. The hard bound on Host memory, pinned here at
+// Open (issue 27): never on the scheduler thread, never retried after a failure. One chunk of
+// the whole bound when the system gives it (a checkpoint's extent must fit in one chunk);
+// otherwise smaller chunks, halving down to min(256 MiB, bound / 16), keeping what succeeded.
 Result<std::unique_ptr<device::HostArena>> MakeArena(const HostOptions& o,
-                                                     device::TransferEngine& engine) {
+                                                     device::TransferEngine& engine,
+                                                     HostStats* stats) {
   device::HostArenaOptions arena;
   const uint64_t physical = o.host_capacity_bytes / o.bytes_scale;
   const uint64_t bound =
       o.host_memory_bytes != 0 ? o.host_memory_bytes : physical * 2 + (64ull << 20);
   arena.capacity_bytes = (bound + 4095) / 4096 * 4096;
-  // One chunk of the whole bound, taken at the first allocation and kept: returning gigabytes to
-  // the system (and asking for them again) holds the process's memory map lock long enough to
-  // stall every thread, the scheduler's included. A server pins its Host budget up front anyway.
   arena.chunk_bytes = arena.capacity_bytes;
+  arena.reserve_bytes = arena.capacity_bytes;
+  arena.min_reserve_chunk_bytes = std::max<uint64_t>(
+      4096, std::min<uint64_t>(256ull << 20, arena.capacity_bytes / 16) / 4096 * 4096);
+  arena.grow = false;
+  const uint64_t start_ns = MonotonicNs();
   auto created = device::HostArena::Create(arena, engine.host_allocator());
+  const uint64_t took_ns = MonotonicNs() - start_ns;
   if (!created.ok()) {
     return Status::NoSpace("host arena of " + std::to_string(arena.capacity_bytes) +
                            " bytes: " + created.status().ToString());
   }
+  const device::HostArena& a = *created.value();
+  stats->host_pinned_bytes = a.allocated_bytes();
+  stats->host_pin_chunks = a.chunk_count();
+  stats->host_pin_ns = took_ns;
+  const std::string what = std::string(a.pinned() ? "pinned " : "allocated ") +
+                           std::to_string(a.allocated_bytes()) + " of " +
+                           std::to_string(arena.capacity_bytes) + " bytes of Host memory (" +
+                           a.allocator_name() + ", " + std::to_string(a.chunk_count()) +
+                           " chunk(s)) in " + std::to_string(took_ns / 1000000) + " ms";
+  if (a.allocated_bytes() == 0) {
+    return Status::NoSpace("host arena: " + what + ": the system gave none");
+  }
+  // Less than the bound: a warning. Pinned (the CUDA path): info. Plain memory: debug.
+  Log(a.allocated_bytes() < arena.capacity_bytes ? TIER_LOG_WARN
+      : a.pinned()                               ? TIER_LOG_INFO
+                                                 : TIER_LOG_DEBUG,
+      "host: " + what +
+          (a.allocated_bytes() < arena.capacity_bytes
+               ? "; the Host tier works within what was pinned (a checkpoint must fit one chunk)"
+               : ""));
   return std::move(created.value());
 }
 
@@ -143,12 +171,20 @@ Result<std::unique_ptr<Host::Impl>> Host::Impl::Open(HostOptions options) {
   TIER_RETURN_IF_ERROR(CheckOptions(options));
   auto engine = ChooseEngine(options);
   if (!engine.ok()) return engine.status();
-  auto device = DeviceTier::Create(engine.value(), options.pool);
+  const uint64_t device_state_bytes =
+      options.device_state_bytes != 0
+          ? options.device_state_bytes
+          : std::min<uint64_t>(options.device_capacity_bytes / options.bytes_scale, 1ull << 30);
+  auto device = DeviceTier::Create(engine.value(), options.pool, device_state_bytes);
   if (!device.ok()) return device.status();
-  auto arena = MakeArena(options, *engine.value());
+  HostStats pinned;
+  auto arena = MakeArena(options, *engine.value(), &pinned);
   if (!arena.ok()) return arena.status();
 
   std::unique_ptr<Impl> impl(new Impl(std::move(options)));
+  impl->stats_.host_pinned_bytes = pinned.host_pinned_bytes;
+  impl->stats_.host_pin_chunks = pinned.host_pin_chunks;
+  impl->stats_.host_pin_ns = pinned.host_pin_ns;
   impl->device_ = std::move(device).value();
   impl->arena_ = std::move(arena).value();
   impl->options_.engine = engine.value();
@@ -226,6 +262,7 @@ void Host::Impl::Poll(std::vector<Event>* events) {
     const size_t before = out_.size();
     CheckSeals();
     CheckDemotions();
+    device_->Collect();  // Device placements' memory whose copies are done
     std::erase_if(lane_copies_, [](const CopyJob& job) { return job.Done(); });
     std::vector<uint64_t> copying;
     for (auto& [id, op] : ops_) {

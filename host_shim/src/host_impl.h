@@ -85,7 +85,8 @@ class Host::Impl {
     uint64_t now_ns = 0;
     PageAllocator allocate_pages;
     std::vector<StateBuffer> state;
-    size_t max_blocks = 0;  // the next candidate is at most this long
+    device::NativeStream order_after = nullptr;  // AdmitRequest::order_after
+    size_t max_blocks = 0;                       // the next candidate is at most this long
     bool probed = false;
     Stage stage = Stage::kLookup;
     CheckpointEntry* entry = nullptr;  // the candidate, pinned while set

@@ -175,6 +175,8 @@ Sealed Host::Impl::Seal(const SealRequest& r) {
     sealed.existed = true;
     return sealed;
   }
+  sealed.status = device_->OrderAfter(r.order_after).Annotate("seal");  // issue 27: before copies
+  if (!sealed.status.ok()) return sealed;
   std::vector<StateBuffer> state;
   CheckpointEntry* entry = catalog_.Insert(NewEntry(r, key, &state));
   TIER_CHECK(entry != nullptr);
@@ -200,11 +202,10 @@ bool Host::Impl::SealOnDevice(CheckpointEntry* entry, const SealRequest& r,
                               std::span<const StateBuffer> state, Sealed* sealed) {
   if (entry->logical_bytes > options_.device_capacity_bytes) return false;
   CopyJob job;
+  // The arena takes back what a failure part-way took only after the copies queued into it are
+  // done (issue 27: no free under the engine's worker, no wait on the scheduler thread).
   auto buffers = device_->CopyStateOnDevice(state, &job);
-  if (!buffers.ok()) {
-    job.Wait().IgnoreError();  // copies queued before the failure finish before buffers go
-    return false;
-  }
+  if (!buffers.ok()) return false;
   device_->Hold(r.pages);
   entry->device_copy = std::make_unique<DeviceCopy>();
   entry->device_copy->pages.assign(r.pages.begin(), r.pages.end());

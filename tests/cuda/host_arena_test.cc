@@ -161,6 +161,80 @@ TEST(HostArena, ReserveAllocatesUpFrontAndAllocatorFailureIsReported) {
   EXPECT_NE(r.status().message().find("test allocator says no"), std::string::npos);
 }
 
+// Issue 27: an arena reserved whole at Create() and made not to grow never asks the allocator
+// again, and says so when full.
+TEST(HostArena, ReservedWholeArenaDoesNotGrow) {
+  auto allocator = std::make_shared<CountingAllocator>();
+  HostArenaOptions options{.capacity_bytes = 8 * kChunk,
+                           .chunk_bytes = 8 * kChunk,
+                           .reserve_bytes = 8 * kChunk,
+                           .min_reserve_chunk_bytes = kChunk,
+                           .grow = false};
+  auto arena = HostArena::Create(options, allocator);
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  EXPECT_EQ((*arena)->allocated_bytes(), 8 * kChunk);
+  EXPECT_EQ((*arena)->chunk_count(), 1u);
+  EXPECT_EQ(allocator->live(), 1);
+  // Full: no new chunk is asked for, the error says why.
+  auto all = (*arena)->Allocate(8 * kChunk);
+  ASSERT_TRUE(all.ok());
+  auto more = (*arena)->Allocate(4096);
+  ASSERT_FALSE(more.ok());
+  EXPECT_EQ(more.status().code(), TIER_NO_SPACE);
+  EXPECT_NE(more.status().message().find("does not grow"), std::string::npos);
+  EXPECT_EQ(allocator->live(), 1);
+  ASSERT_TRUE((*arena)->Release(*all).ok());
+}
+
+// A size-limited allocator: refuses anything above `max_bytes`, and every call after `calls`.
+class SizeLimitedAllocator final : public HostAllocator {
+ public:
+  SizeLimitedAllocator(std::uint64_t max_bytes, int calls) : max_(max_bytes), calls_left_(calls) {}
+  const char* name() const override { return "size_limited"; }
+  bool pinned() const override { return false; }
+  Result<void*> Allocate(std::uint64_t bytes) override {
+    ++calls_;
+    if (bytes > max_ || calls_left_ == 0) return Status::NoSpace("size limited");
+    --calls_left_;
+    return inner_->Allocate(bytes);
+  }
+  void Deallocate(void* ptr, std::uint64_t bytes) override { inner_->Deallocate(ptr, bytes); }
+  int calls() const { return calls_; }
+
+ private:
+  std::shared_ptr<HostAllocator> inner_ = MakeAlignedHostAllocator();
+  const std::uint64_t max_;
+  int calls_left_;
+  int calls_ = 0;
+};
+
+TEST(HostArena, BestEffortReserveHalvesRefusedChunks) {
+  // 8 MiB and 4 MiB refused, two 2 MiB chunks given, then nothing: 4 MiB kept.
+  auto allocator = std::make_shared<SizeLimitedAllocator>(3 * kChunk, 2);
+  HostArenaOptions options{.capacity_bytes = 8 * kChunk,
+                           .chunk_bytes = 8 * kChunk,
+                           .reserve_bytes = 8 * kChunk,
+                           .min_reserve_chunk_bytes = kChunk,
+                           .grow = false};
+  auto arena = HostArena::Create(options, allocator);
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  EXPECT_EQ((*arena)->allocated_bytes(), 4 * kChunk);
+  EXPECT_EQ((*arena)->chunk_count(), 2u);
+  const int calls = allocator->calls();
+  // Extents fit within one chunk; one larger than any chunk is refused without a call.
+  auto a = (*arena)->Allocate(2 * kChunk);
+  auto b = (*arena)->Allocate(kChunk);
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE((*arena)->Allocate(3 * kChunk).ok());
+  EXPECT_EQ(allocator->calls(), calls);
+  ASSERT_TRUE((*arena)->Release(*a).ok());
+  ASSERT_TRUE((*arena)->Release(*b).ok());
+  // Without the floor, the first refusal fails Create (the old behaviour).
+  options.min_reserve_chunk_bytes = 0;
+  EXPECT_EQ(HostArena::Create(options, allocator).status().code(), TIER_NO_SPACE);
+}
+
 TEST(HostArena, BadOptionsAreRefused) {
   auto a = MakeAlignedHostAllocator();
   EXPECT_FALSE(HostArena::Create({.capacity_bytes = 0}, a).ok());

@@ -2,6 +2,8 @@
 // handle does when it goes.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <vector>
 
 #include "test_support.h"
@@ -199,6 +201,62 @@ INSTANTIATE_TEST_SUITE_P(Cpu, AsyncCopy,
                          [](const auto& info) { return EngineKindName(info.param); });
 INSTANTIATE_TEST_SUITE_P(Gpu, AsyncCopy, ::testing::Values(EngineKind::kCuda),
                          [](const auto& info) { return EngineKindName(info.param); });
+
+// Holds the worker in before_transfer until opened, and says when it is held.
+class HeldWorker {
+ public:
+  void Pass() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++entered_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void WaitEntered(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return entered_ >= n; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int entered_ = 0;
+  bool open_ = false;
+};
+
+// Issue 27, defect 5, as the CPU engine models it: with restores_first, a restore (host to
+// device) queued behind seals (device to host) runs before them, as on the CUDA engine's higher
+// priority stream; without it (the negative control) everything runs in submission order.
+TEST(CpuEngine, RestoresFirstRunsAQueuedRestoreBeforeQueuedSeals) {
+  for (const bool restores_first : {true, false}) {
+    SCOPED_TRACE(restores_first ? "restores_first" : "submission order");
+    auto held = std::make_shared<HeldWorker>();
+    auto engine = MakeCpuTransferEngine(
+        {.restores_first = restores_first, .before_transfer = [held] { held->Pass(); }});
+    ASSERT_TRUE(engine.ok());
+    auto device = (*engine)->AllocateDevice(4096);
+    ASSERT_TRUE(device.ok());
+    std::memset(device->data(), 0, 4096);
+    std::vector<std::byte> first(4096), second(4096), restore(4096, std::byte{0xAB});
+    auto seal0 = (*engine)->CopyToHost(first.data(), device->data(), 4096);
+    ASSERT_TRUE(seal0.ok());
+    held->WaitEntered(1);  // the worker holds seal0
+    auto seal1 = (*engine)->CopyToHost(second.data(), device->data(), 4096);
+    auto restored = (*engine)->CopyToDevice(device->data(), restore.data(), 4096);
+    ASSERT_TRUE(seal1.ok());
+    ASSERT_TRUE(restored.ok());
+    held->Open();
+    ASSERT_TRUE(seal1->Wait().ok());
+    ASSERT_TRUE(restored->Wait().ok());
+    EXPECT_EQ(first[0], std::byte{0});
+    EXPECT_EQ(second[0], restores_first ? std::byte{0xAB} : std::byte{0});
+    ASSERT_TRUE((*engine)->Synchronize().ok());
+  }
+}
 
 }  // namespace
 }  // namespace tier::device::test

@@ -24,25 +24,17 @@ inline Status CudaStatus(cudaError_t error, const char* what) {
   return Status::IoError(std::string(what) + ": " + CudaErrorText(error));
 }
 
-// Makes `device` current for the scope and restores the caller's device after it. One thread.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    status_ =
-        CudaStatus(previous_ == device ? cudaSuccess : cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceGuard() {
-    if (previous_ >= 0) (void)cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-  const Status& status() const { return status_; }
-
- private:
-  int previous_ = -1;
-  Status status_;
-};
+// Makes `device` the calling thread's current device unless it already is, and leaves it so:
+// every thread that touches an engine (submitters, completion waits, the pinned allocator's
+// frees, the destructor) works on the engine's device. Switching back afterwards would call
+// cudaSetDevice(previous), which on CUDA 12+ creates the primary context of `previous` -- GPU 0
+// on a thread that never chose one: hundreds of MiB of GPU 0 in every rank whose device is not
+// 0. Any thread.
+inline Status UseDevice(int device) {
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == device) return Status::Ok();
+  return CudaStatus(cudaSetDevice(device), "cudaSetDevice");
+}
 
 }  // namespace tier::device::detail
 

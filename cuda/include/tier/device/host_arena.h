@@ -41,6 +41,14 @@ struct HostArenaOptions {
   std::uint64_t chunk_bytes = 256ull << 20;  // one allocation (multiple of 4096)
   std::uint64_t alignment_bytes = 4096;      // extent start alignment (power of two <= 4096)
   std::uint64_t reserve_bytes = 0;           // allocated at Create(), rounded up to chunks
+  // 0: a chunk of the reserve the allocator refuses fails Create(). > 0: the reserve is best
+  // effort -- a refused chunk is tried again at half its size, down to this many bytes, and the
+  // arena keeps what succeeded (allocated_bytes() says how much; 0 is possible).
+  std::uint64_t min_reserve_chunk_bytes = 0;
+  // false: after Create() the arena never calls the allocator (no pinning on a thread that must
+  // not block, no retry of a pin that failed); extents come only from the reserved chunks, and one
+  // that fits in no chunk's free space is NO_SPACE.
+  bool grow = true;
 };
 
 // A piece of the arena: `bytes` usable bytes at `data`. A plain value; release it exactly once.

@@ -26,8 +26,9 @@ class Completion {
   virtual Status Wait() = 0;
   // True once the transfer has finished, successfully or not; never blocks.
   virtual bool IsDone() = 0;
-  // Makes later work on `native_stream` (a cudaStream_t) wait for this transfer without blocking
-  // the host; engines without streams block until done instead.
+  // Makes later work on `native_stream` (a cudaStream_t; on the CPU engine a CpuStream's
+  // handle()) wait for this transfer without blocking the host; for any other handle the CPU
+  // engine blocks until done instead.
   virtual Status MakeStreamWait(void* native_stream) = 0;
 };
 

@@ -5,8 +5,14 @@
 // memory standing in for the device, a worker thread standing in for the stream). The server picks
 // one at run time with SelectTransferEngine() (engine_select.h).
 //
-// Ordering: transfers of one engine run in submission order (one stream / one worker). Submitting
-// is thread-safe; each submit is atomic with respect to other submits. Page tables are copied at
+// Ordering: transfers of one direction run in submission order. On CUDA, device-to-host work
+// (Gather, CopyToHost) runs on one stream and host-to-device and on-device work (Scatter,
+// CopyToDevice, CopyOnDevice, ByteShuffle) on a second one of higher priority, so a restore never
+// waits behind a multi-GB seal and both copy engines run at once; the CPU engine runs everything
+// on one worker in submission order (a stricter order). A caller that needs one transfer after
+// another of the other direction waits for the first (or the Host's completions). OrderAfter()
+// orders both streams after a producer's stream. Submitting is thread-safe; each submit is atomic
+// with respect to other submits of its direction. Page tables are copied at
 // submit, so they may be freed on return; segments and device buffers must stay alive and
 // unchanged until the transfer is done (transfer.h: the last handle of a Transfer waits for it
 // when destroyed). On an error Status nothing of the request is left running.
@@ -146,10 +152,16 @@ class TransferEngine {
   Result<Transfer> ByteShuffle(void* device_dst, const void* device_src, std::uint64_t bytes,
                                std::uint32_t element_bytes, bool inverse);
 
-  // Later transfers of this engine start only after the work queued on `producer` (a
-  // cudaStream_t of the caller, e.g. the one that wrote the pool) so far. No-op on the CPU.
-  // Any thread.
+  // Later transfers of this engine (both directions) start only after the work queued on
+  // `producer` so far: a cudaStream_t of the caller (e.g. the one whose kernels wrote the pool)
+  // on CUDA (cudaStreamLegacy / cudaStreamPerThread for the default streams), a CpuStream's
+  // handle() on the CPU (cpu_transfer_engine.h); nullptr is a no-op.
+  // INVALID_ARGUMENT for a handle the CPU engine does not know. Any thread.
   virtual Status OrderAfter(NativeStream producer) = 0;
+  // OK when [ptr, ptr + bytes) is memory this engine's copies and kernels can address as device
+  // memory (CUDA: cudaPointerGetAttributes says device or managed memory of the engine's device);
+  // INVALID_ARGUMENT naming what it is otherwise. The CPU engine accepts any pointer. Any thread.
+  virtual Status CheckDeviceMemory(const void* ptr, std::uint64_t bytes) const = 0;
   // Blocks until every transfer submitted so far is done; returns the first error. Any thread.
   virtual Status Synchronize() = 0;
 

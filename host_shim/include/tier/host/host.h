@@ -28,6 +28,18 @@
 // The Host verifies identity (every block id), never content: content integrity is the provider's
 // checksums plus whatever the server checks (ReportVerification when it finds wrong bytes).
 //
+// ORDERING (the GPU path). The Host's copies run on the transfer engine's own streams, which do
+// not wait for the server's. "After this": SealRequest::order_after and AdmitRequest::order_after
+// name the server's stream whose queued work writes (or still reads) the pages and state buffers
+// the request names; the Host calls TransferEngine::OrderAfter on it right before it queues the
+// gather, scatter or state copies, so they start only after everything the server queued on that
+// stream by then. nullptr means the server has synchronized itself (the CPU path, or a server
+// that waited); a server whose kernels run on the legacy default stream passes cudaStreamLegacy
+// ((void*)0x1) or cudaStreamPerThread ((void*)0x2), never nullptr. "Before that": Sealed::copied
+// and Admission::state_copy (and every completion event) are the Host's side:
+// Transfer::MakeStreamWait orders the server's later work after them. On the CPU path a
+// device::CpuStream (cpu_transfer_engine.h) plays the server's stream.
+//
 // SIGNALS. A provider may write to sockets (librados does: to its OSDs and mons). A server must
 // ignore SIGPIPE (signal(SIGPIPE, SIG_IGN) before Open) or block it in every thread, so that a
 // peer that hangs up costs an EPIPE the provider handles, not the process; this library never
@@ -149,7 +161,9 @@ struct HostOptions {
   uint64_t host_capacity_bytes = 16ull << 30;
   // The hard bound on the Host's pinned memory (physical bytes): Host copies, restores being
   // staged, demotions and seals in progress. 0 = twice host_capacity_bytes / bytes_scale plus
-  // 64 MiB. An operation that finds it full waits (pending) until pressure frees some.
+  // 64 MiB. An operation that finds it full waits (pending) until pressure frees some. Pinned
+  // whole at Open (HostStats::host_pinned_bytes; smaller chunks, or less, when the system does
+  // not give it at once: logged), never on the scheduler thread.
   uint64_t host_memory_bytes = 0;
   // For simulators: every byte moved stands for this many bytes of the real model in budgets and
   // in the cost model. 1 for a real server.
@@ -176,6 +190,14 @@ struct HostOptions {
   uint32_t max_probe_keys = 256;
   // The registry the Host and its provider register their metrics in; null = a private one.
   MetricsRegistry* metrics = nullptr;
+
+  // ---- GPU path (issue 27) ----------------------------------------------------------------------
+  // Device memory for the state buffers of Device placements (StateImage, hidden and speculative
+  // state; their KV stays in the server's pool), allocated once from the engine at Open and
+  // carved per placement: nothing is allocated or freed on the device by a seal or an eviction,
+  // and a placement's memory is reused only after the copies that used it are done. A seal whose
+  // state does not fit goes to Host. 0 = min(device_capacity_bytes / bytes_scale, 1 GiB).
+  uint64_t device_state_bytes = 0;
 };
 
 // The server's destination for a restore: called synchronously inside Admit (or Poll, once the
@@ -189,6 +211,14 @@ struct AdmitRequest {
   uint64_t now_ns = 0;               // the server's clock (recency and the policy)
   PageAllocator allocate_pages;      // required
   std::vector<StateBuffer> state;    // the lane's state buffers, filled by the restore
+
+  // ---- GPU path (issue 27; see ORDERING) --------------------------------------------------------
+  // The server's stream whose queued work still uses the pages allocate_pages hands over and the
+  // lane's state buffers (their previous owner's kernels). The Host orders its scatter and state
+  // copies after the work queued on it when it queues them: inside Admit for a Device hit, in the
+  // Poll that starts the copy for a Host or Cold restore (the stream must live until then).
+  // nullptr: nothing to wait for.
+  device::NativeStream order_after = nullptr;
 };
 
 enum class AdmissionState {
@@ -232,6 +262,12 @@ struct SealRequest {
   std::vector<StateBuffer> state;    // read until the kSealed event (or `copied`)
   std::span<const std::byte> server_manifest;  // opaque, <= 32 KiB, stored and returned as is
   uint64_t now_ns = 0;
+
+  // ---- GPU path (issue 27; see ORDERING) --------------------------------------------------------
+  // The server's stream whose queued work writes the pages and state this seal reads (the last
+  // decode step's kernels). Inside Seal the Host orders its gather and state copies after the
+  // work queued on it so far. nullptr: the server has synchronized (nothing to wait for).
+  device::NativeStream order_after = nullptr;
 };
 
 struct Sealed {
@@ -291,6 +327,11 @@ struct HostStats {
   uint64_t device_bytes = 0, host_bytes = 0, cold_bytes = 0;  // logical
   uint64_t cold_capacity_bytes = 0;                           // logical (0 = no cold tier)
   uint64_t pending_admissions = 0, inflight_provider_ops = 0;
+
+  // ---- GPU path (issue 27) ----------------------------------------------------------------------
+  // Host memory pinned at Open (the arena's bound, or what the system gave of it), in how many
+  // chunks and how long it took. The Host tier never pins more after Open.
+  uint64_t host_pinned_bytes = 0, host_pin_chunks = 0, host_pin_ns = 0;
 };
 
 // Where a checkpoint is and what holds it (Host::Describe), for tools, tests and debugging.
