@@ -40,6 +40,10 @@
  *    from threads that may block. Any call can still stall on a failing device: hosts bound
  *    completions with their own deadline.
  *
+ * SETTLED IN 1.1 (no layout change, no version bump: each sentence marked "settled" below narrows
+ * what 1.1 left open, to what a server needs; abi/README.md's rule table gives every rule an id and
+ * the conformance test that checks it)
+ *
  * LAYOUT
  *
  *  Table offsets are pinned below with static asserts for LP64 targets (x86_64, aarch64 Linux) and
@@ -167,8 +171,10 @@ typedef struct tier_completion {
   /* Borrowed, valid only during the callback; never NULL: "" if none, and non-empty (the cause)
    * whenever status is not OK. */
   const char* message;
-  uint64_t logical_bytes; /* bytes of segment data spilled or restored (0 unless status is OK) */
-  uint64_t stored_bytes;  /* bytes the checkpoint occupies in the tier (0 unless status is OK) */
+  /* Bytes of segment data spilled or restored (0 unless status is OK): for a restore the bytes
+   * written into the caller's buffers, never the stored size. */
+  uint64_t logical_bytes;
+  uint64_t stored_bytes; /* bytes the checkpoint occupies in the tier (0 unless status is OK) */
   /* From acceptance to completion, on the host's monotonic_ns service (CLOCK_MONOTONIC when the
    * host's table lacks it); 0 when the provider does not measure it. */
   uint64_t duration_ns;
@@ -202,7 +208,10 @@ enum {
   TIER_CAP_ZERO_CAPACITY = 1u << 3, /* the tier is absent: every spill declines with NO_SPACE */
   /* 1.1: other hosts spill and remove checkpoints of the same namespace at any time (a store shared
    * by a fleet). A host's own catalog is then not the whole content: it finds checkpoints other
-   * hosts spilled with probe (when the slot is present). */
+   * hosts spilled with probe (when the slot is present). Settled: a spill that completed OK on any
+   * instance of the namespace (another host, or another instance in this process) is found by
+   * probe and stat and restorable by every other instance as soon as its completion has started,
+   * with no delay to wait out; a remove that returned is seen by all of them as soon. */
   TIER_CAP_SHARED = 1u << 4
 };
 
@@ -227,7 +236,9 @@ typedef struct tier_stats {
   uint64_t capacity_bytes;
   /* Stored bytes of complete checkpoints (and of removed ones an accepted restore still reads),
    * headers and alignment included; spills in flight are not counted (a provider may hold room
-   * back for them and refuse NO_SPACE before used_bytes reaches capacity_bytes). */
+   * back for them and refuse NO_SPACE before used_bytes reaches capacity_bytes). Settled:
+   * used_bytes <= capacity_bytes at all times, compressible data or not (admission weighs what
+   * accounting will charge). */
   uint64_t used_bytes;
   uint64_t entries;      /* complete, visible checkpoints: never a spill in flight */
   uint64_t inflight_ops; /* accepted spills and restores whose completion has not started */
@@ -237,7 +248,9 @@ typedef struct tier_stat_result {
   uint32_t struct_size;
   uint32_t segment_count; /* the checkpoint's segment count (may exceed the capacity given) */
   uint64_t logical_bytes; /* sum of segment lengths */
-  uint64_t stored_bytes;  /* bytes it occupies in the tier */
+  /* Bytes it occupies in the tier, the provider's overhead included (settled): the figure its
+   * spill's completion reported, enumerate lists and used_bytes counts. */
+  uint64_t stored_bytes;
   uint64_t estimated_restore_ns; /* the provider's current estimate */
 } tier_stat_result;
 
@@ -287,7 +300,11 @@ typedef struct tier_entry {
   uint64_t manifest_bytes;
   /* 1.1 (read them only when TIER_HAS_FIELD(entry, tier_entry, ...) says the provider set them):
    * wall-clock times in Unix nanoseconds, 0 when unknown. last_used is the latest completed spill
-   * or restore of the checkpoint by any host, as precise as the provider records it. */
+   * or restore of the checkpoint by any host, as precise as the provider records it. Settled: both
+   * 0 (the provider records no times) or both set; set, they are the wall clock at the event to
+   * within 100 ms (a fleet's clock skew aside), never ahead of it, and last_used >= created. A
+   * completed restore moves last_used (the provider may record it just after the completion, and
+   * best effort under load); stat, plan_restore, probe, stats and enumerate never move it. */
   uint64_t created_unix_ns;
   uint64_t last_used_unix_ns;
 } tier_entry;
@@ -368,7 +385,9 @@ typedef struct tier_provider {
    * TIER_INVALID_ARGUMENT and a message naming the option. `host` must outlive the instance; the
    * instance is the caller's until close(). Any thread. `namespace_id` is non-NULL; "" is a
    * namespace like any other (distinct from every non-empty one), and one longer than the provider
-   * can store is refused with TIER_INVALID_ARGUMENT. */
+   * can store is refused with TIER_INVALID_ARGUMENT. Settled: every open that returns TIER_OK
+   * returns a new instance, also for equal options (a provider holding an exclusive resource, such
+   * as a directory lock, refuses the second with TIER_BUSY instead). */
   tier_status (*open)(const tier_host_services* host, const char* namespace_id,
                       const tier_option* options, uint32_t option_count,
                       tier_instance** instance_out, tier_error* error);
@@ -397,7 +416,8 @@ typedef struct tier_provider {
    * contract at the top). Synchronous refusals: TIER_INVALID_ARGUMENT, TIER_ALREADY_EXISTS,
    * TIER_NO_SPACE (over capacity), TIER_BUSY. `segments` and their data are borrowed until the
    * completion runs. It becomes visible to stat/restore/enumerate only when it completes with OK.
-   * Any thread. NO_SPACE and BUSY are refusals as a rule; a provider that learns of them only after
+   * Any thread. Settled: visible no later than its completion starts (a completion may stat it).
+   * NO_SPACE and BUSY are refusals as a rule; a provider that learns of them only after
    * acceptance (a filesystem that fills up, a remote store that throttles) completes with them
    * instead, and then nothing is stored. */
   tier_status (*spill)(tier_instance* instance, const tier_key* key, const tier_segment* segments,
@@ -419,7 +439,9 @@ typedef struct tier_provider {
 
   /* Removes a checkpoint: TIER_OK or TIER_NOT_FOUND. Its space is released once no accepted
    * restore still reads it. Any thread. A key whose spill is still in flight is not stored yet:
-   * remove answers TIER_NOT_FOUND and that spill goes on (remove it after its completion). */
+   * remove answers TIER_NOT_FOUND and that spill goes on (remove it after its completion).
+   * Settled: a persistent provider's remove that returned TIER_OK survives close and a restart:
+   * the checkpoint never comes back. */
   tier_status (*remove)(tier_instance* instance, const tier_key* key, tier_error* error);
 
   /* Calls `fn` for every complete, visible checkpoint of this namespace (order unspecified), so a
@@ -437,10 +459,13 @@ typedef struct tier_provider {
   /* ---- 1.1: optional slots (test with TIER_HAS_SLOT; a 1.0 provider has none of them) ---- */
 
   /* Looks up `key_count` keys (1..TIER_PROBE_MAX_KEYS) in one call: found[i] = 1 when keys[i] is
-   * stored, complete and visible now, else 0 (found has key_count bytes). A hint, not a pin: the
-   * checkpoint may be removed before a restore, which then answers NOT_FOUND. This is how a host
-   * of a shared tier (TIER_CAP_SHARED) finds checkpoints that other hosts spilled. May wait for
-   * I/O (a network round trip): hosts call it from a thread that may block. Any thread. */
+   * stored, complete and visible now, else 0 (found has key_count bytes). Settled: every found[i]
+   * is written; a key_count outside 1..TIER_PROBE_MAX_KEYS, NULL keys or NULL found are refused
+   * with TIER_INVALID_ARGUMENT before keys is read or found written; a spill in flight and a key
+   * whose remove returned (even one an accepted restore still reads) are not found. A hint, not a
+   * pin: the checkpoint may be removed before a restore, which then answers NOT_FOUND. This is how
+   * a host of a shared tier (TIER_CAP_SHARED) finds checkpoints that other hosts spilled. May wait
+   * for I/O (a network round trip): hosts call it from a thread that may block. Any thread. */
   tier_status (*probe)(tier_instance* instance, const tier_key* keys, uint32_t key_count,
                        uint8_t* found, tier_error* error);
 } tier_provider;

@@ -1,4 +1,7 @@
 // check.h -- `tier-host --check`: drive one provider instance through every ABI operation once.
+// A smoke subset of tier-conformance's rule table (abi/README.md): one operation at a time, each
+// waited for, nothing held in flight, no timing compared, so a correct provider always passes it;
+// what it does not cover (in flight, concurrency, probe, sizes, capabilities) is the kit's.
 #pragma once
 
 #include <ostream>

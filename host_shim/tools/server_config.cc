@@ -100,7 +100,9 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
   app.add_flag(
       "--check", c.check,
       "Load and open the provider, print its name, version and negotiated ABI, then "
-      "spill/stat/restore/remove one small multi-segment checkpoint and compare the bytes");
+      "spill/stat/restore/remove one small multi-segment checkpoint and compare the bytes: a smoke "
+      "subset of tier-conformance's rule table (one operation at a time, no in-flight or timing "
+      "check, so it never fails a correct provider); run tier-conformance for the whole table");
 }
 
 void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {

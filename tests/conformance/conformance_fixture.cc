@@ -1,5 +1,7 @@
 #include "conformance_fixture.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstring>
 #include <future>
@@ -70,7 +72,8 @@ OpRecord::OpRecord()
       status(state_->status),
       message(state_->message),
       logical_bytes(state_->logical_bytes),
-      stored_bytes(state_->stored_bytes) {}
+      stored_bytes(state_->stored_bytes),
+      duration_ns(state_->duration_ns) {}
 
 OpRecord::~OpRecord() {
   bool completed;
@@ -100,6 +103,7 @@ void OpRecord::Callback(void* user_data, const tier_completion* completion) {
     state->message = completion->message != nullptr ? completion->message : "(NULL message)";
     state->logical_bytes = completion->logical_bytes;
     state->stored_bytes = completion->stored_bytes;
+    state->duration_ns = completion->duration_ns;
   }
   state->calls.fetch_add(1);
   state->cv.notify_all();
@@ -180,6 +184,9 @@ void AbiConformance::SetUp() {
   auto library = PluginLibrary::Load(target.path, host_.table());
   ASSERT_TRUE(library.ok()) << library.status().message();
   library_ = library.value();
+  // Never unmapped while the run lasts: a provider's threads may outlive the instance a test
+  // gave up on (a stuck operation, a close that returned early) and must still find their code.
+  ::dlopen(target.path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   for (std::string option : target.options) {
     const size_t at = option.find("{tmpdir}");
     if (at != std::string::npos) {
@@ -212,8 +219,17 @@ void AbiConformance::TearDown() {
 
 tier_status AbiConformance::TryOpen(const std::optional<std::string>& namespace_id,
                                     tier_instance** out, tier_error* error) {
+  return TryOpenWith(host_.table(), namespace_id, {}, out, error);
+}
+
+tier_status AbiConformance::TryOpenWith(const tier_host_services* host,
+                                        const std::optional<std::string>& namespace_id,
+                                        const std::vector<std::string>& extra_options,
+                                        tier_instance** out, tier_error* error) {
+  std::vector<std::string> all = extra_options;
+  all.insert(all.end(), options_.begin(), options_.end());
   std::vector<std::string> keys, values;
-  for (const std::string& option : options_) {
+  for (const std::string& option : all) {
     const size_t eq = option.find('=');
     keys.push_back(option.substr(0, eq));
     values.push_back(eq == std::string::npos ? "" : option.substr(eq + 1));
@@ -221,8 +237,7 @@ tier_status AbiConformance::TryOpen(const std::optional<std::string>& namespace_
   std::vector<tier_option> raw;
   for (size_t i = 0; i < keys.size(); ++i) raw.push_back({keys[i].c_str(), values[i].c_str()});
   const std::string ns = namespace_id.value_or(GetParam().namespace_id);
-  return table()->open(host_.table(), ns.c_str(), raw.data(), static_cast<uint32_t>(raw.size()),
-                       out, error);
+  return table()->open(host, ns.c_str(), raw.data(), static_cast<uint32_t>(raw.size()), out, error);
 }
 
 tier_instance* AbiConformance::Open(const std::optional<std::string>& namespace_id) {
@@ -297,6 +312,10 @@ tier_status AbiConformance::Restore(TestCheckpoint& checkpoint) {
   }
   if (!record.Wait("restore")) return TIER_INTERNAL;
   EXPECT_EQ(record.calls.load(), 1);
+  if (record.status == TIER_OK) {
+    EXPECT_EQ(record.logical_bytes, checkpoint.logical_bytes())
+        << "a restore completion's logical_bytes is the bytes of segment data restored";
+  }
   return record.status;
 }
 

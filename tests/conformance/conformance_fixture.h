@@ -43,6 +43,7 @@ struct OpState {
   std::string message;
   uint64_t logical_bytes = 0;
   uint64_t stored_bytes = 0;
+  uint64_t duration_ns = 0;
   std::atomic<int>* started_counter = nullptr;  // borrowed; bumped at the callback's start
 };
 
@@ -75,6 +76,7 @@ class OpRecord {
   std::string& message;
   uint64_t& logical_bytes;
   uint64_t& stored_bytes;
+  uint64_t& duration_ns;
 };
 
 // A checkpoint whose segment bytes derive from its key (checkpoint_bytes.h).
@@ -107,6 +109,11 @@ class AbiConformance : public ::testing::TestWithParam<Target> {
   void Close();
   tier_status TryOpen(const std::optional<std::string>& namespace_id, tier_instance** out,
                       tier_error* error);
+  // TryOpen with another host table and options put before the target's.
+  tier_status TryOpenWith(const tier_host_services* host,
+                          const std::optional<std::string>& namespace_id,
+                          const std::vector<std::string>& extra_options, tier_instance** out,
+                          tier_error* error);
 
   const tier_provider* table() const { return library_->table(); }
   tier_instance* instance() const { return instance_; }

@@ -3,11 +3,14 @@
 //   tier-conformance --tier-plugin PATH [--tier-opt KEY=VALUE ...] [--expect auto|absent|full]
 //                    [--namespace NS] [--tier-plugin PATH2 ...] [--tier-op-timeout-s S]
 //                    [gtest flags]
+//   tier-conformance --list-rules       (the rule table of abi/tier_provider.h, as markdown)
 //
 // Options after a --tier-plugin belong to it. "{tmpdir}" in an option value is replaced by a
 // fresh directory for each test. Test names end in the provider's name: .../null, .../disk.
 // --tier-op-timeout-s (1..3600, default 30) bounds every wait for a completion or a close: an
 // operation that never completes fails its test then, and that provider's later tests are skipped.
+// After the last test it prints, per provider, how many rules of the table (rules.cc) were checked,
+// skipped (and why) and failed.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -20,6 +23,7 @@
 #include <tier/host/metrics_registry.h>
 #include <tier/host/plugin_loader.h>
 #include "conformance_target.h"
+#include "rules.h"
 
 namespace tier::conformance {
 
@@ -39,7 +43,7 @@ int Usage(const char* message) {
   std::fprintf(stderr,
                "tier-conformance: %s\nusage: tier-conformance --tier-plugin PATH [--tier-opt "
                "KEY=VALUE ...] [--expect auto|absent|full] [--namespace NS] "
-               "[--tier-op-timeout-s S] [gtest flags]\n",
+               "[--tier-op-timeout-s S] [gtest flags]\n       tier-conformance --list-rules\n",
                message);
   return 2;
 }
@@ -64,6 +68,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
+    if (arg == "--list-rules") {
+      tier::conformance::PrintRuleTable();
+      return 0;
+    }
     if (arg == "--tier-op-timeout-s" && has_value) {
       const std::string value = argv[++i];
       if (!tier::conformance::ParseTimeout(value, &tier::conformance::Options().op_timeout_s)) {
@@ -108,5 +116,7 @@ int main(int argc, char** argv) {
   int gtest_argc = static_cast<int>(gtest_args.size());
   gtest_args.push_back(nullptr);
   ::testing::InitGoogleTest(&gtest_argc, gtest_args.data());
+  ::testing::UnitTest::GetInstance()->listeners().Append(
+      tier::conformance::NewRuleSummaryPrinter());
   return RUN_ALL_TESTS();
 }

@@ -10,18 +10,42 @@
 //   NULL_MESSAGE            completions carry a NULL message
 //   UNVERIFIED_CHECKSUMS    claims TIER_CAP_CHECKSUMS but restores without verifying
 //   NEVER_COMPLETES         accepts restores and never completes them
+//   PROBE_SEES_INFLIGHT     probe finds a checkpoint whose spill is still in flight
+//   PROBE_MISS_UNWRITTEN    probe leaves found[i] unwritten for a key it does not find
+//   PROBE_FIRST_KEY_ONLY    probe looks up keys[0] only (every other found[i] is 0)
+//   PROBE_HASH_HEAD_ONLY    probe compares only the head of each hash chain (first 8 key bytes)
+//   PROBE_READS_PAST_KEYS   probe refuses key_count 0 only, and reads key_count keys
+//   SHARED_PRIVATE_STORE    shared=1 claims TIER_CAP_SHARED over a store of its own instance
+//   OPEN_REUSES_INSTANCE    open hands out the instance already open over the same dir, whatever
+//                           the namespace
+//   ENTRY_TIME_FUTURE       created_unix_ns is an hour ahead
+//   LAST_USED_NOT_MOVED     a restore does not move last_used_unix_ns
+//   LAST_USED_MOVED_BY_STAT stat moves last_used_unix_ns
+//   REMOVE_NOT_PERSISTED    a remove unlinks the file only when a later spill comes
+//   STAT_STORED_WITHOUT_OVERHEAD  stat's stored_bytes leaves the header out
+//   RESTORE_LOGICAL_IS_STORED     a restore completion's logical_bytes is the stored size
+//   ADMITS_BY_LOGICAL       admission weighs logical bytes, accounting charges stored bytes
+//   TINY_INLINE_LOCKED      spills of 64 KiB or less complete inside spill(), under its lock
+//   RESTORE_OVERRUNS        a restore writes up to 7 bytes past each destination segment
+//   RESTORE_WRONG_PAST_32MIB      a restore returns OK with the byte at 32 MiB wrong
+//   RESTORE_BROKEN_BY_REMOVE      a remove makes an accepted restore complete NOT_FOUND
+//   CLOSE_RETURNS_EARLY     close cancels the queue and returns while workers still run
 //
 // Built against abi/tier_provider.h (1.1) or, for the cross-version tests, the frozen 1.0 header.
 // Options: dir=PATH (persistent), capacity_bytes=N, op_delay_ms=N (each operation completes no
-// sooner than this after acceptance: the window in which a spill is in flight; default 20).
+// sooner than this after acceptance: the window in which a spill is in flight; default 20),
+// shared=1 (without dir: TIER_CAP_SHARED, every instance of a namespace in this process uses one
+// store, as hosts of a fleet would).
 // The ABI header first: built against the frozen 1.0 copy, that copy must win over abi/'s.
 #include "tier_provider.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -83,7 +107,36 @@ struct Stored {
   std::shared_ptr<std::vector<uint8_t>> data;  // in memory: the concatenated bytes
   bool complete = false;
   uint64_t created_unix_ns = 0;
+  std::atomic<uint64_t> last_used_unix_ns{0};
 };
+
+// What the checkpoints of one instance (or, shared, of one namespace) are. Its mutex guards it.
+struct CheckpointStore {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<Stored>> index;
+  uint64_t used_bytes = 0;
+  uint64_t reserved_bytes = 0;
+};
+
+std::mutex g_shared_mutex;
+// guarded by g_shared_mutex; an object, not a leaked pointer: the library may be loaded and
+// unloaded more than once
+std::map<std::string, std::weak_ptr<CheckpointStore>> g_shared_stores;
+
+// The namespace's store in this process (shared) or a store of its own.
+std::shared_ptr<CheckpointStore> StoreFor(const std::string& ns, bool shared) {
+#if defined(REFERENCE_DEFECT_SHARED_PRIVATE_STORE)
+  shared = false;  // the defect: claims TIER_CAP_SHARED, keeps a private store
+#endif
+  if (!shared) return std::make_shared<CheckpointStore>();
+  std::lock_guard lock(g_shared_mutex);
+  std::shared_ptr<CheckpointStore> store = g_shared_stores[ns].lock();
+  if (!store) {
+    store = std::make_shared<CheckpointStore>();
+    g_shared_stores[ns] = store;
+  }
+  return store;
+}
 
 struct Job {
   bool spill = true;
@@ -206,11 +259,13 @@ tier_status Report(const Status& status, tier_error* error) {
 
 class Instance {
  public:
-  Instance(std::string ns, std::string dir, uint64_t capacity_bytes, int op_delay_ms)
+  Instance(std::string ns, std::string dir, uint64_t capacity_bytes, int op_delay_ms, bool shared)
       : namespace_(std::move(ns)),
         dir_(std::move(dir)),
         capacity_bytes_(capacity_bytes),
-        op_delay_(std::chrono::milliseconds(op_delay_ms)) {}
+        op_delay_(std::chrono::milliseconds(op_delay_ms)),
+        shared_(shared),
+        store_(StoreFor(namespace_, shared)) {}
 
   // Adopts the checkpoints of this namespace under dir_, then starts the workers. Opening thread.
   Status Start() {
@@ -229,7 +284,31 @@ class Instance {
     for (std::thread& t : workers_) t.join();
   }
 
+  // The CLOSE_RETURNS_EARLY defect's close: completes the queue CANCELLED and returns without
+  // waiting for the workers (which keep the instance: it is never freed).
+  void Abandon() {
+    std::deque<Job> queued;
+    {
+      std::lock_guard lock(mu_);
+      closing_ = true;
+      queued.swap(queue_);
+      inflight_ops_ -= queued.size();
+    }
+    cv_.notify_all();
+    for (Job& job : queued) {
+      if (job.fd >= 0) ::close(job.fd);
+      Complete(job.done, job.user_data, Status::Cancelled(std::string(REFERENCE_NAME) + ": closed"),
+               0, 0, job.accepted);
+    }
+    for (std::thread& t : workers_) t.detach();
+    static std::mutex kept_mutex;
+    static auto* const kept = new std::vector<Instance*>;  // never freed: reachable for LSan
+    std::lock_guard lock(kept_mutex);
+    kept->push_back(this);
+  }
+
   bool persistent() const { return !dir_.empty(); }
+  bool shared() const { return shared_; }
 
   Status Spill(const tier_key& key, const tier_segment* segments, uint32_t count, tier_done_fn done,
                void* user_data) {
@@ -255,12 +334,39 @@ class Instance {
     if (index_.count(KeyOf(key)) > 0) {
       return Status::AlreadyExists(std::string(REFERENCE_NAME) + ": key stored or being stored");
     }
+#if defined(REFERENCE_DEFECT_REMOVE_NOT_PERSISTED)
+    for (const std::string& file : pending_unlinks_) ::unlink((dir_ + "/" + file).c_str());
+    pending_unlinks_.clear();
+#endif
     TIER_RETURN_IF_ERROR(AdmitLocked());
-    if (entry->stored_bytes >
+#if defined(REFERENCE_DEFECT_ADMITS_BY_LOGICAL)
+    const uint64_t weighed_bytes = entry->logical_bytes;  // the defect: charged stored_bytes below
+#else
+    const uint64_t weighed_bytes = entry->stored_bytes;
+#endif
+    if (weighed_bytes >
         capacity_bytes_ - std::min(capacity_bytes_, used_bytes_ + reserved_bytes_)) {
       return Status::NoSpace(std::string(REFERENCE_NAME) + ": " +
                              std::to_string(entry->stored_bytes) + " bytes do not fit");
     }
+    entry->created_unix_ns = UnixNowNs();
+#if defined(REFERENCE_DEFECT_ENTRY_TIME_FUTURE)
+    entry->created_unix_ns += 3600ull * 1000000000ull;  // the defect: an hour ahead
+#endif
+#if defined(REFERENCE_DEFECT_TINY_INLINE_LOCKED)
+    if (entry->logical_bytes <= 65536 && !persistent()) {
+      // The defect: a tiny spill is stored and completed at once, the lock still held.
+      const Status stored = Store({segments, segments + count}, entry.get());
+      entry->complete = stored.ok();
+      if (stored.ok()) {
+        entry->last_used_unix_ns.store(UnixNowNs());
+        index_[KeyOf(key)] = entry;
+        used_bytes_ += entry->stored_bytes;
+      }
+      Complete(done, user_data, stored, entry->logical_bytes, entry->stored_bytes, Clock::now());
+      return Status::Ok();
+    }
+#endif
     reserved_bytes_ += entry->stored_bytes;
     index_[KeyOf(key)] = entry;  // invisible until complete
     QueueLocked(Job{true, key, {segments, segments + count}, done, user_data, Clock::now(), entry});
@@ -303,6 +409,48 @@ class Instance {
     }
     DropLocked(it);  // an accepted restore keeps reading its open file or its memory copy
     return Status::Ok();
+  }
+
+  void Touch(const std::shared_ptr<Stored>& entry) {
+    entry->last_used_unix_ns.store(UnixNowNs());
+  }
+
+  // found[i] for each key (probe): complete entries only.
+  void Probe(const tier_key* keys, uint32_t count, uint8_t* found) {
+    std::lock_guard lock(mu_);
+#if defined(REFERENCE_DEFECT_PROBE_HASH_HEAD_ONLY)
+    // The defect: a hash table over the first 8 key bytes whose lookup compares the chain's head.
+    std::map<uint64_t, KeyString> heads;
+    for (const auto& [k, e] : index_) {
+      uint64_t h = 0;
+      std::memcpy(&h, k.data(), 8);
+      if (e->complete && heads.count(h % 61) == 0) heads[h % 61] = k;
+    }
+#endif
+    for (uint32_t i = 0; i < count; ++i) {
+#if defined(REFERENCE_DEFECT_PROBE_FIRST_KEY_ONLY)
+      if (i > 0) {
+        found[i] = 0;  // the defect: only the first key is looked up
+        continue;
+      }
+#endif
+      auto it = index_.find(KeyOf(keys[i]));
+#if defined(REFERENCE_DEFECT_PROBE_HASH_HEAD_ONLY)
+      uint64_t h = 0;
+      std::memcpy(&h, keys[i].bytes, 8);
+      const bool hit = heads.count(h % 61) > 0 && heads[h % 61] == KeyOf(keys[i]);
+      (void)it;
+#elif defined(REFERENCE_DEFECT_PROBE_SEES_INFLIGHT)
+      const bool hit = it != index_.end();  // the defect: a spill in flight counts
+#else
+      const bool hit = it != index_.end() && it->second->complete;
+#endif
+#if defined(REFERENCE_DEFECT_PROBE_MISS_UNWRITTEN)
+      if (hit) found[i] = 1;  // the defect: a miss is left as it was
+#else
+      found[i] = hit ? 1 : 0;
+#endif
+    }
   }
 
   // NULL out when not found (or, in the defect, still being spilled).
@@ -379,7 +527,11 @@ class Instance {
   template <typename It>
   void DropLocked(It it) {
     used_bytes_ -= it->second->stored_bytes;
+#if defined(REFERENCE_DEFECT_REMOVE_NOT_PERSISTED)
+    if (persistent()) pending_unlinks_.push_back(it->second->file);  // the defect: unlinked later
+#else
     if (persistent()) ::unlink((dir_ + "/" + it->second->file).c_str());
+#endif
     index_.erase(it);
   }
 
@@ -411,6 +563,7 @@ class Instance {
       reserved_bytes_ -= entry.stored_bytes;
       if (status.ok()) {
         entry.complete = true;
+        entry.last_used_unix_ns.store(UnixNowNs());
         used_bytes_ += entry.stored_bytes;
       } else {
         index_.erase(KeyOf(job.key));
@@ -430,7 +583,6 @@ class Instance {
         entry->manifest.assign(p, p + segments[i].length_bytes);
       }
     }
-    entry->created_unix_ns = UnixNowNs();
     std::string bytes = EncodeHeader(namespace_, *entry);
     const uint64_t header_bytes = bytes.size();
     for (auto& r : entry->segments) r.offset += header_bytes;
@@ -462,6 +614,18 @@ class Instance {
 #else
     Status status =
         cancelled ? Status::Cancelled(std::string(REFERENCE_NAME) + ": closed") : Load(job);
+#if defined(REFERENCE_DEFECT_RESTORE_BROKEN_BY_REMOVE)
+    if (status.ok()) {
+      std::lock_guard lock(mu_);
+      auto it = index_.find(KeyOf(job.key));
+      if (it == index_.end() || it->second != job.entry) {
+        status = Status::NotFound(std::string(REFERENCE_NAME) + ": removed during the restore");
+      }
+    }
+#endif
+#if !defined(REFERENCE_DEFECT_LAST_USED_NOT_MOVED)
+    if (status.ok()) job.entry->last_used_unix_ns.store(UnixNowNs());
+#endif
     if (job.fd >= 0) ::close(job.fd);
     {
       std::lock_guard lock(mu_);
@@ -471,8 +635,13 @@ class Instance {
       }
       --inflight_ops_;
     }
+#if defined(REFERENCE_DEFECT_RESTORE_LOGICAL_IS_STORED)
+    Complete(job.done, job.user_data, status, job.entry->stored_bytes, job.entry->stored_bytes,
+             job.accepted);
+#else
     Complete(job.done, job.user_data, status, job.entry->logical_bytes, job.entry->stored_bytes,
              job.accepted);
+#endif
 #endif
   }
 
@@ -497,6 +666,13 @@ class Instance {
                                 std::to_string(s.kind) + " index " + std::to_string(s.index) +
                                 " failed its checksum; the checkpoint was dropped");
       }
+#endif
+#if defined(REFERENCE_DEFECT_RESTORE_OVERRUNS)
+      // The defect: copies whole 8-byte words, so up to 7 bytes land past the segment.
+      std::memset(static_cast<char*>(s.data) + s.length_bytes, 0, (8 - s.length_bytes % 8) % 8);
+#endif
+#if defined(REFERENCE_DEFECT_RESTORE_WRONG_PAST_32MIB)
+      if (s.length_bytes > (32u << 20)) static_cast<uint8_t*>(s.data)[32u << 20] ^= 1;
 #endif
     }
     return Status::Ok();
@@ -539,6 +715,12 @@ class Instance {
     entry->stored_bytes = bytes.size();
     entry->file = name;
     entry->complete = true;
+    struct stat st {};
+    if (::stat((dir_ + "/" + name).c_str(), &st) == 0) {
+      entry->created_unix_ns = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
+                               static_cast<uint64_t>(st.st_mtim.tv_nsec);
+      entry->last_used_unix_ns.store(entry->created_unix_ns);
+    }
     used_bytes_ += entry->stored_bytes;
     index_[KeyOf(entry->key)] = entry;
   }
@@ -547,13 +729,16 @@ class Instance {
   const std::string dir_;
   const uint64_t capacity_bytes_;
   const Clock::duration op_delay_;
-  std::mutex mu_;  // everything below; never held across a callback
+  const bool shared_;
+  const std::shared_ptr<CheckpointStore> store_;
+  std::mutex& mu_ = store_->mu;  // everything below; never held across a callback
   std::condition_variable cv_;
-  std::map<KeyString, std::shared_ptr<Stored>> index_;
+  std::map<KeyString, std::shared_ptr<Stored>>& index_ = store_->index;
   std::deque<Job> queue_;
   uint64_t inflight_ops_ = 0;
-  uint64_t used_bytes_ = 0;
-  uint64_t reserved_bytes_ = 0;
+  uint64_t& used_bytes_ = store_->used_bytes;
+  uint64_t& reserved_bytes_ = store_->reserved_bytes;
+  std::vector<std::string> pending_unlinks_;  // REMOVE_NOT_PERSISTED only
   bool closing_ = false;
   std::vector<std::thread> workers_;
 };
@@ -561,6 +746,10 @@ class Instance {
 Instance* Self(tier_instance* instance) {
   return reinterpret_cast<Instance*>(instance);
 }
+
+#if defined(REFERENCE_DEFECT_OPEN_REUSES_INSTANCE)
+std::map<std::string, std::pair<Instance*, int>> g_open_instances;  // guarded by g_shared_mutex
+#endif
 
 Status NullInstance() {
   return Status::InvalidArgument(std::string(REFERENCE_NAME) + ": NULL instance");
@@ -585,27 +774,50 @@ tier_status Open(const tier_host_services* host, const char* namespace_id,
                   error);
   }
   std::string dir;
-  uint64_t capacity_bytes = 256ull << 20, delay_ms = 20;
+  uint64_t capacity_bytes = 256ull << 20, delay_ms = 20, shared = 0;
   for (uint32_t i = 0; i < option_count; ++i) {
     const std::string key = options[i].key != nullptr ? options[i].key : "";
     const char* value = options[i].value != nullptr ? options[i].value : "";
     const bool ok = key == "dir"              ? (dir = value, !dir.empty())
                     : key == "capacity_bytes" ? ParseNumber(value, &capacity_bytes)
                     : key == "op_delay_ms"    ? ParseNumber(value, &delay_ms) && delay_ms <= 10000
+                    : key == "shared"         ? ParseNumber(value, &shared) && shared <= 1
                                               : false;
     if (!ok) {
       return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) + ": option '" + key +
                                             "' with value '" + value +
                                             "' is not known or malformed (known: dir, "
-                                            "capacity_bytes, op_delay_ms <= 10000)"),
+                                            "capacity_bytes, op_delay_ms <= 10000, shared=0|1)"),
                     error);
     }
   }
+  if (shared != 0 && !dir.empty()) {
+    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) +
+                                          ": option 'shared' works without 'dir' only"),
+                  error);
+  }
+#if defined(REFERENCE_DEFECT_OPEN_REUSES_INSTANCE)
+  {  // the defect: the instance already open over this dir is handed out again, any namespace
+    std::lock_guard lock(g_shared_mutex);
+    auto it = g_open_instances.find(dir);
+    if (it != g_open_instances.end()) {
+      ++it->second.second;
+      *instance_out = reinterpret_cast<tier_instance*>(it->second.first);
+      return TIER_OK;
+    }
+  }
+#endif
   try {
-    auto self =
-        std::make_unique<Instance>(namespace_id, dir, capacity_bytes, static_cast<int>(delay_ms));
+    auto self = std::make_unique<Instance>(namespace_id, dir, capacity_bytes,
+                                           static_cast<int>(delay_ms), shared != 0);
     const Status started = self->Start();
     if (!started.ok()) return Report(started, error);
+#if defined(REFERENCE_DEFECT_OPEN_REUSES_INSTANCE)
+    {
+      std::lock_guard lock(g_shared_mutex);
+      g_open_instances[dir] = {self.get(), 1};
+    }
+#endif
     *instance_out = reinterpret_cast<tier_instance*>(self.release());
     return TIER_OK;
   } catch (...) {
@@ -614,7 +826,23 @@ tier_status Open(const tier_host_services* host, const char* namespace_id,
 }
 
 void Close(tier_instance* instance) {
+  if (instance == nullptr) return;
+#if defined(REFERENCE_DEFECT_OPEN_REUSES_INSTANCE)
+  {
+    std::lock_guard lock(g_shared_mutex);
+    for (auto it = g_open_instances.begin(); it != g_open_instances.end(); ++it) {
+      if (it->second.first != Self(instance)) continue;
+      if (--it->second.second > 0) return;
+      g_open_instances.erase(it);
+      break;
+    }
+  }
+#endif
+#if defined(REFERENCE_DEFECT_CLOSE_RETURNS_EARLY)
+  Self(instance)->Abandon();  // the defect: never waits for (nor frees after) its workers
+#else
   delete Self(instance);
+#endif
 }
 
 tier_status Info(tier_instance* instance, tier_info* out, tier_error* error) {
@@ -622,6 +850,9 @@ tier_status Info(tier_instance* instance, tier_info* out, tier_error* error) {
   if (TIER_HAS_FIELD(out, tier_info, capabilities)) {
     out->capabilities =
         TIER_CAP_CHECKSUMS | (Self(instance)->persistent() ? uint32_t{TIER_CAP_PERSISTENT} : 0u);
+#ifdef TIER_PROVIDER_V1_1_SIZE
+    if (Self(instance)->shared()) out->capabilities |= TIER_CAP_SHARED;
+#endif
   }
   if (TIER_HAS_FIELD(out, tier_info, name)) out->name = REFERENCE_NAME;
   if (TIER_HAS_FIELD(out, tier_info, version)) out->version = "1.0.0";
@@ -651,7 +882,14 @@ tier_status StatFn(tier_instance* instance, const tier_key* key, tier_stat_resul
     out->segment_count = static_cast<uint32_t>(e->infos.size());
   }
   if (TIER_HAS_FIELD(out, tier_stat_result, logical_bytes)) out->logical_bytes = e->logical_bytes;
+#if defined(REFERENCE_DEFECT_STAT_STORED_WITHOUT_OVERHEAD)
+  if (TIER_HAS_FIELD(out, tier_stat_result, stored_bytes)) out->stored_bytes = e->logical_bytes;
+#else
   if (TIER_HAS_FIELD(out, tier_stat_result, stored_bytes)) out->stored_bytes = e->stored_bytes;
+#endif
+#if defined(REFERENCE_DEFECT_LAST_USED_MOVED_BY_STAT)
+  Self(instance)->Touch(e);  // the defect: a stat is not a use
+#endif
   if (TIER_HAS_FIELD(out, tier_stat_result, estimated_restore_ns)) {
     out->estimated_restore_ns = e->stored_bytes / 2 + 1000;  // ~2 GB/s and a fixed cost
   }
@@ -712,7 +950,7 @@ tier_status EnumerateFn(tier_instance* instance, tier_enumerate_fn fn, void* use
     out.manifest_bytes = has_manifest ? e->manifest.size() : 0;
 #ifdef TIER_ENTRY_V1_0_SIZE  // 1.1: the times
     out.created_unix_ns = e->created_unix_ns;
-    out.last_used_unix_ns = 0;
+    out.last_used_unix_ns = e->last_used_unix_ns.load();
 #endif
     if (fn(user_data, &out) != 0) break;
   }
@@ -737,6 +975,29 @@ tier_status PlanFn(tier_instance* instance, const tier_key* key, uint64_t prefil
   return TIER_OK;
 }
 
+#ifdef TIER_PROVIDER_V1_1_SIZE
+tier_status ProbeFn(tier_instance* instance, const tier_key* keys, uint32_t key_count,
+                    uint8_t* found, tier_error* error) {
+  if (instance == nullptr || keys == nullptr || found == nullptr) {
+    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) +
+                                          ": probe needs instance, keys and found"),
+                  error);
+  }
+#if defined(REFERENCE_DEFECT_PROBE_READS_PAST_KEYS)
+  if (key_count == 0) {  // the defect: no upper bound
+#else
+  if (key_count == 0 || key_count > TIER_PROBE_MAX_KEYS) {
+#endif
+    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) + ": probe takes 1 to " +
+                                          std::to_string(TIER_PROBE_MAX_KEYS) + " keys, got " +
+                                          std::to_string(key_count)),
+                  error);
+  }
+  Self(instance)->Probe(keys, key_count, found);
+  return TIER_OK;
+}
+#endif
+
 const tier_provider kProvider = {
     sizeof(tier_provider),
     TIER_ABI_VERSION_MAJOR,
@@ -755,7 +1016,7 @@ const tier_provider kProvider = {
     EnumerateFn,
     PlanFn,
 #ifdef TIER_PROVIDER_V1_1_SIZE
-    nullptr,  // probe (1.1, optional): not offered
+    ProbeFn,
 #endif
 };
 
