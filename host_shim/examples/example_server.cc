@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
   options.provider_options = {{"dir", argv[1]}, {"capacity_gib", "1"}};
   options.namespace_id = "example-model/int8/L2H1D64";
   options.profile = LoadModelProfile(ResolveProfilePath("qwen3.8-27b-int8-rtx5090")).value();
+  options.profile.full_attention_layers = spec.layers;  // the profile describes this pool (its
+  options.profile.mtp_layers = 0;                       // layers, its page size): Open checks
+  options.block_tokens = 64;  // each block id stands for 64 tokens: Seal checks blocks vs tokens
   options.pool = {pool.layout, pool.view, 0};
   options.engine = engine;
   options.device_capacity_bytes = 0;  // tiny budgets: one checkpoint in Host, the next to Cold
@@ -74,7 +77,9 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(a.cached_tokens),
                 a.state == AdmissionState::kRoot ? ", reason " : "",
                 a.state == AdmissionState::kRoot ? RootReasonName(a.root_reason) : "");
+    free_pages.insert(free_pages.end(), a.unused_pages.begin(), a.unused_pages.end());  // ours
     if (a.state == AdmissionState::kReady) {  // the engine checks what came back (optional)
+      if (a.pages_shared && !a.state_copy.Wait().ok()) return 1;  // a Device hit: state copy first
       const bool exact = std::memcmp(pool.page(0, 0, a.pages[0]), kv, sizeof(kv)) == 0;
       host.ReportVerification(a.id, exact);
       if (!exact) return 1;

@@ -21,6 +21,12 @@ namespace tier {
 namespace {
 
 constexpr int kMaxCandidates = 8;
+constexpr uint64_t kSecondNs = 1000ull * 1000 * 1000;
+// Below this a restore is waited for whatever its prefill: provider latency and scheduling
+// jitter, not the restore's worth, decide there.
+constexpr uint64_t kMinRestoreWaitNs = kSecondNs;
+constexpr uint64_t kFirstRestoreBackoffNs = 5 * kSecondNs;
+constexpr uint64_t kMaxRestoreBackoffNs = 60 * kSecondNs;
 
 RootReason ReasonOfPlan(tier_reason reason) {
   switch (reason) {
@@ -150,7 +156,11 @@ void Host::Impl::TryCandidate(AdmissionOp* op) {
     UseHostCopy(op);
   } else if (e->restoring) {
     op->stage = Stage::kWaitEntry;  // another admission or a prefetch is bringing it in
-    op->wait_deadline_ns = Now() + options_.provider_timeout_ns;
+    op->result.outcome = Outcome::kColdRestore;
+    if (!op->prefetch && op->restore_deadline_ns == 0) {
+      op->restore_deadline_ns = Now() + RestoreWaitNs(*e);
+    }
+    op->wait_deadline_ns = WaitDeadline(*op);
     waiting_.push_back(op->id);
   } else if (e->in(kCold) && cold_ != nullptr) {
     StartPlan(op);
@@ -177,6 +187,7 @@ void Host::Impl::UseDeviceCopy(AdmissionOp* op) {
   // The copies run on the engine's stream; their handles stay here (dropping the last one would
   // wait for them on the scheduler thread). Poll() lets go of them once they are done.
   lane_copies_.push_back(std::move(copied).value());
+  StartHitCheck(e);  // verify_held_pages: the pages the request reads are what was sealed
   Ready(op);
 }
 
@@ -187,10 +198,21 @@ void Host::Impl::UseHostCopy(AdmissionOp* op) {
     return;
   }
   std::vector<uint32_t> pages;
-  if (!op->allocate_pages(e->page_count, &pages) || pages.size() != e->page_count ||
-      !device_->CheckPages(pages, true).ok()) {
-    op->result.unused_pages.insert(op->result.unused_pages.end(), pages.begin(), pages.end());
+  in_allocator_ = true;
+  const bool allocated = op->allocate_pages(e->page_count, &pages);
+  in_allocator_ = false;
+  if (!allocated) {
+    GiveBack(op, pages);
     Skip(op, RootReason::kNoRoom, true);  // a shorter checkpoint needs fewer pages
+    return;
+  }
+  if (Status wrong = CheckAllocated(e->page_count, pages); !wrong.ok()) {
+    // The server's allocator broke its contract: not a lack of room, a bug to name.
+    Log(TIER_LOG_ERROR, "host: restore of " + KeyHex(e->key) + ": " + wrong.message() +
+                            "; the pages go back unused (unused_pages) and the request "
+                            "prefills from the root");
+    GiveBack(op, pages);
+    Skip(op, RootReason::kRestoreFailed, false);
     return;
   }
   op->staging = e->host_copy;  // kept alive while the copies read it
@@ -222,24 +244,80 @@ void Host::Impl::UseHostCopy(AdmissionOp* op) {
   CheckCopy(op);
 }
 
+Status Host::Impl::CheckAllocated(uint32_t wanted, std::span<const uint32_t> pages) const {
+  if (pages.size() != wanted) {
+    return Status::InvalidArgument("AdmitRequest::allocate_pages returned true with " +
+                                   std::to_string(pages.size()) + " page(s) for " +
+                                   std::to_string(wanted) + " asked");
+  }
+  return device_->CheckPages(pages, true).Annotate("AdmitRequest::allocate_pages returned");
+}
+
+void Host::Impl::GiveBack(AdmissionOp* op, std::span<const uint32_t> pages) {
+  // Each id the allocator handed over goes back once, even one it handed over twice.
+  std::vector<uint32_t>& unused = op->result.unused_pages;
+  for (uint32_t p : pages) {
+    if (std::find(unused.begin(), unused.end(), p) == unused.end()) unused.push_back(p);
+  }
+}
+
 void Host::Impl::CheckCopy(AdmissionOp* op) {
   if (!op->copy.Done()) return;
   const Status copied = op->copy.Wait();
   op->copy = CopyJob();
-  if (op->cancelled || !copied.ok()) {
+  // Reported wrong (ReportVerification) or found changed (verify_held_pages) while the copy ran:
+  // never served, whatever the copy did.
+  const bool doomed = op->entry != nullptr && op->entry->doomed;
+  if (op->cancelled || !copied.ok() || doomed) {
     if (!copied.ok()) Log(TIER_LOG_WARN, "host: copy into the pool failed: " + copied.ToString());
     op->result.unused_pages.insert(op->result.unused_pages.end(), op->pages.begin(),
                                    op->pages.end());
     op->pages.clear();
-    Skip(op, RootReason::kRestoreFailed, false);  // cancelled: ends as kAdmissionCancelled
+    // cancelled: ends as kAdmissionCancelled
+    Skip(op, doomed && copied.ok() ? RootReason::kCorrupt : RootReason::kRestoreFailed, false);
     return;
   }
   op->result.pages = op->pages;
   Ready(op);
 }
 
+uint64_t Host::Impl::RestoreWaitNs(const CheckpointEntry& entry) const {
+  return std::min(options_.provider_timeout_ns,
+                  std::max(entry.prefill_saved_ns, kMinRestoreWaitNs));
+}
+
+uint64_t Host::Impl::WaitDeadline(const AdmissionOp& op) const {
+  const uint64_t deadline = Now() + options_.provider_timeout_ns;
+  return op.restore_deadline_ns == 0 ? deadline : std::min(deadline, op.restore_deadline_ns);
+}
+
+void Host::Impl::RestoreTimedOut(const CheckpointEntry& entry) {
+  restore_backoff_ns_ = restore_backoff_ns_ == 0
+                            ? kFirstRestoreBackoffNs
+                            : std::min(kMaxRestoreBackoffNs, restore_backoff_ns_ * 2);
+  restore_backoff_until_ns_ = Now() + restore_backoff_ns_;
+  Log(TIER_LOG_WARN, "host: cold restore of " + KeyHex(entry.key) +
+                         " passed its deadline; cold restores back off " +
+                         std::to_string(restore_backoff_ns_ / kSecondNs) +
+                         " s (requests prefill from the root meanwhile)");
+}
+
 void Host::Impl::StartPlan(AdmissionOp* op) {
   CheckpointEntry* e = op->entry;
+  const uint64_t now = Now();
+  if (now < restore_backoff_until_ns_) {
+    ++stats_.restores_skipped_backing_off;
+    Skip(op, RootReason::kBusy, true);  // a shorter candidate may be on Device or in Host
+    return;
+  }
+  if (!op->prefetch && op->restore_deadline_ns == 0) {
+    op->restore_deadline_ns = now + RestoreWaitNs(*e);
+  }
+  const uint64_t deadline = WaitDeadline(*op);
+  if (deadline <= now) {
+    Skip(op, RootReason::kTimeout, false);  // it waited what the restore was worth already
+    return;
+  }
   // Providers compare against stored (scaled) bytes: scale the prediction the same way.
   uint64_t predicted_ns = cost_.RootPrefillNs(e->tokens) / options_.bytes_scale;
   if (options_.model_cold_read_bytes_per_second > 0) {
@@ -250,12 +328,14 @@ void Host::Impl::StartPlan(AdmissionOp* op) {
     }
     predicted_ns = UINT64_MAX;
   }
+  op->result.outcome = Outcome::kColdRestore;  // while pending: the tier it comes from
   op->planned_generation = e->generation;
   op->stage = Stage::kPlan;
   op->awaiting_provider = true;
   const uint64_t id = op->id;
-  cold_->PlanRestore(e->key, predicted_ns, op->prefetch ? IoPhase::kPrefetch : IoPhase::kAdmission,
-                     [this, id](Answer<tier_plan> answer) { OnPlan(id, std::move(answer)); });
+  cold_->PlanRestore(
+      e->key, predicted_ns, op->prefetch ? IoPhase::kPrefetch : IoPhase::kAdmission,
+      [this, id](Answer<tier_plan> answer) { OnPlan(id, std::move(answer)); }, deadline - now);
 }
 
 Host::Impl::AdmissionOp* Host::Impl::Answered(uint64_t id) {
@@ -275,6 +355,7 @@ void Host::Impl::OnPlan(uint64_t id, Answer<tier_plan> answer) {
     return;
   }
   if (answer.timed_out) {
+    RestoreTimedOut(*op->entry);
     Skip(op, RootReason::kTimeout, false);
     return;
   }
@@ -295,7 +376,7 @@ void Host::Impl::OnPlan(uint64_t id, Answer<tier_plan> answer) {
   op->stored_bytes = plan.stored_bytes;
   if (!TakeSlot(op)) {
     op->stage = Stage::kWaitSlot;
-    op->wait_deadline_ns = Now() + options_.provider_timeout_ns;
+    op->wait_deadline_ns = WaitDeadline(*op);
     waiting_.push_back(op->id);
     return;
   }
@@ -325,6 +406,7 @@ void Host::Impl::StartRestore(AdmissionOp* op) {
   if (e->generation != op->planned_generation || !e->in(kCold) || e->doomed) {
     ReleaseSlot(op);
     if (!e->doomed && (e->in(kHost) || e->in(kDevice))) {
+      op->result.outcome = Outcome::kRootPrefill;  // another operation brought it up
       TryCandidate(op);
       return;
     }
@@ -332,11 +414,11 @@ void Host::Impl::StartRestore(AdmissionOp* op) {
     Skip(op, RootReason::kStalePlan, false);
     return;
   }
-  auto buffers = NewHostCopy(*e);
+  auto buffers = HostCopyMakingRoom(*e);
   if (!buffers.ok()) {
     if (op->stage != Stage::kWaitRoom) {
       op->stage = Stage::kWaitRoom;  // pressure frees host memory; Poll retries
-      op->wait_deadline_ns = Now() + options_.provider_timeout_ns;
+      op->wait_deadline_ns = WaitDeadline(*op);
     }
     waiting_.push_back(op->id);  // RetryWaiting took it off the list to retry it
     return;
@@ -356,12 +438,15 @@ void Host::Impl::StartRestore(AdmissionOp* op) {
     server_metrics_->Prefetch("issued");
   }
   const uint64_t id = op->id;
+  const uint64_t now = Now();
+  const uint64_t deadline = WaitDeadline(*op);
   cold_->Restore(
       e->key, std::move(segments), op->prefetch ? IoPhase::kPrefetch : IoPhase::kAdmission,
       [this, id, staging](Answer<Completion> answer) {
         OnRestored(id, staging, std::move(answer));
       },
-      [staging] {});  // the buffers outlive a late completion
+      [staging] {},  // the buffers outlive a late completion
+      deadline > now ? deadline - now : 1);
 }
 
 void Host::Impl::OnRestored(uint64_t id, std::shared_ptr<HostCopy> buffers,
@@ -373,9 +458,11 @@ void Host::Impl::OnRestored(uint64_t id, std::shared_ptr<HostCopy> buffers,
   e->restoring = false;
   ReleaseSlot(op);
   if (answer.timed_out) {
+    RestoreTimedOut(*e);
     Skip(op, RootReason::kTimeout, false);
     return;
   }
+  restore_backoff_ns_ = 0;  // the provider answers: the next timeout backs off 1 s again
   const Completion& done = answer.result.value();
   if (!done.status.ok()) {
     const RootReason reason = ReasonOfRestore(done.status.code());
@@ -655,6 +742,7 @@ void Host::Impl::RetryWaiting() {
         waiting_.push_back(id);
       } else {
         op->stage = Stage::kLookup;
+        op->result.outcome = Outcome::kRootPrefill;  // what the other operation left decides
         TryCandidate(op);
       }
     } else if (stage == Stage::kWaitSlot) {

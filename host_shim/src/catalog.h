@@ -87,6 +87,7 @@ struct CheckpointEntry {
   std::shared_ptr<HostCopy> host_copy;      // present iff placements & kHost (operations
                                             // reading it hold references too)
   std::unique_ptr<DeviceCopy> device_copy;  // present iff placements & kDevice
+  std::vector<uint64_t> page_sums;  // verify_held_pages: one per page, as sealed (Device seals)
 
   bool in(Placement p) const { return (placements & p) != 0; }
   // Not moving and not in use: pressure may demote, spill or drop it.

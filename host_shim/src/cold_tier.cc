@@ -3,6 +3,7 @@
 #include <tier/check.h>
 #include <tier/host/host_services.h>
 
+#include <algorithm>
 #include <future>
 
 namespace tier {
@@ -63,13 +64,17 @@ bool ColdTier::has_probe() const {
   return instance_->library().HasSlot(offsetof(tier_provider, probe), sizeof(void*));
 }
 
+uint64_t ColdTier::TimeoutOf(uint64_t timeout_ns) const {
+  return timeout_ns == 0 ? options_.timeout_ns : std::min(timeout_ns, options_.timeout_ns);
+}
+
 uint64_t ColdTier::Begin(IoPhase phase, std::function<void()> on_timeout,
-                         std::function<void()> settled) {
+                         std::function<void()> settled, uint64_t timeout_ns) {
   ++calls_by_phase_[static_cast<int>(phase)];
   const uint64_t id = next_call_++;
   Call& call = calls_[id];
   call.phase = phase;
-  call.deadline_ns = MonotonicNs() + options_.timeout_ns;
+  call.deadline_ns = MonotonicNs() + TimeoutOf(timeout_ns);
   call.on_timeout = std::move(on_timeout);
   call.settled = std::move(settled);
   return id;
@@ -106,11 +111,11 @@ size_t ColdTier::unanswered() const {
 }
 
 void ColdTier::PlanRestore(const tier_key& key, uint64_t predicted_prefill_ns, IoPhase phase,
-                           Done<tier_plan> done) {
+                           Done<tier_plan> done, uint64_t timeout_ns) {
   auto shared = std::make_shared<Done<tier_plan>>(std::move(done));
-  const uint64_t timeout = options_.timeout_ns;
+  const uint64_t timeout = TimeoutOf(timeout_ns);
   const uint64_t id = Begin(
-      phase, [shared, timeout] { (*shared)(TimedOut<tier_plan>(timeout)); }, nullptr);
+      phase, [shared, timeout] { (*shared)(TimedOut<tier_plan>(timeout)); }, nullptr, timeout);
   const bool queued = threads_->RunParallel([this, id, key, predicted_prefill_ns, shared] {
     Result<tier_plan> plan = instance_->PlanRestore(key, predicted_prefill_ns);
     PostFinish(id, [shared, plan] { (*shared)({plan}); });
@@ -122,7 +127,7 @@ void ColdTier::Probe(std::vector<tier_key> keys, IoPhase phase, Done<std::vector
   auto shared = std::make_shared<Done<std::vector<uint8_t>>>(std::move(done));
   const uint64_t timeout = options_.timeout_ns;
   const uint64_t id = Begin(
-      phase, [shared, timeout] { (*shared)(TimedOut<std::vector<uint8_t>>(timeout)); }, nullptr);
+      phase, [shared, timeout] { (*shared)(TimedOut<std::vector<uint8_t>>(timeout)); }, nullptr, 0);
   const bool queued = threads_->RunParallel([this, id, keys = std::move(keys), shared] {
     Result<std::vector<uint8_t>> found = instance_->Probe(keys);
     PostFinish(id, [shared, found] { (*shared)({found}); });
@@ -134,7 +139,7 @@ void ColdTier::Stat(const tier_key& key, IoPhase phase, Done<StatResult> done) {
   auto shared = std::make_shared<Done<StatResult>>(std::move(done));
   const uint64_t timeout = options_.timeout_ns;
   const uint64_t id = Begin(
-      phase, [shared, timeout] { (*shared)(TimedOut<StatResult>(timeout)); }, nullptr);
+      phase, [shared, timeout] { (*shared)(TimedOut<StatResult>(timeout)); }, nullptr, 0);
   const bool queued = threads_->RunParallel([this, id, key, shared] {
     Result<StatResult> stat = instance_->Stat(key);
     PostFinish(id, [shared, stat] { (*shared)({stat}); });
@@ -146,7 +151,7 @@ void ColdTier::Remove(const tier_key& key, IoPhase phase, Done<bool> done) {
   auto shared = std::make_shared<Done<bool>>(std::move(done));
   const uint64_t timeout = options_.timeout_ns;
   const uint64_t id = Begin(
-      phase, [shared, timeout] { (*shared)(TimedOut<bool>(timeout)); }, nullptr);
+      phase, [shared, timeout] { (*shared)(TimedOut<bool>(timeout)); }, nullptr, 0);
   const bool queued = threads_->RunSerial([this, id, key, shared] {
     const Status removed = instance_->Remove(key);
     Result<bool> result = removed.ok()                       ? Result<bool>(true)
@@ -160,21 +165,23 @@ void ColdTier::Remove(const tier_key& key, IoPhase phase, Done<bool> done) {
 void ColdTier::Spill(const tier_key& key, std::vector<tier_segment> segments, IoPhase phase,
                      Done<Completion> done, std::function<void()> settled) {
   SubmitAsync(&ProviderInstance::Spill, key, std::move(segments), phase, std::move(done),
-              std::move(settled));
+              std::move(settled), 0);
 }
 
 void ColdTier::Restore(const tier_key& key, std::vector<tier_segment> segments, IoPhase phase,
-                       Done<Completion> done, std::function<void()> settled) {
+                       Done<Completion> done, std::function<void()> settled, uint64_t timeout_ns) {
   SubmitAsync(&ProviderInstance::Restore, key, std::move(segments), phase, std::move(done),
-              std::move(settled));
+              std::move(settled), timeout_ns);
 }
 
 void ColdTier::SubmitAsync(Submit submit, const tier_key& key, std::vector<tier_segment> segments,
-                           IoPhase phase, Done<Completion> done, std::function<void()> settled) {
+                           IoPhase phase, Done<Completion> done, std::function<void()> settled,
+                           uint64_t timeout_ns) {
   auto shared = std::make_shared<Done<Completion>>(std::move(done));
-  const uint64_t timeout = options_.timeout_ns;
+  const uint64_t timeout = TimeoutOf(timeout_ns);
   const uint64_t id = Begin(
-      phase, [shared, timeout] { (*shared)(TimedOutCompletion(timeout)); }, std::move(settled));
+      phase, [shared, timeout] { (*shared)(TimedOutCompletion(timeout)); }, std::move(settled),
+      timeout);
   auto finish = [this, id, shared](const Completion& c) {
     PostFinish(id, [shared, c] { (*shared)({c}); });
   };

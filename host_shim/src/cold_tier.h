@@ -53,8 +53,10 @@ class ColdTier {
   ColdTier& operator=(const ColdTier&) = delete;
 
   // Asynchronous calls. Scheduler thread; `done` and `settled` run on it (from Poll).
+  // `timeout_ns` (PlanRestore, Restore): this call's deadline when shorter than the default
+  // (0 = Options::timeout_ns): an admission waits no longer than the prefill it would replace.
   void PlanRestore(const tier_key& key, uint64_t predicted_prefill_ns, IoPhase phase,
-                   Done<tier_plan> done);
+                   Done<tier_plan> done, uint64_t timeout_ns = 0);
   void Probe(std::vector<tier_key> keys, IoPhase phase, Done<std::vector<uint8_t>> done);
   void Stat(const tier_key& key, IoPhase phase, Done<StatResult> done);
   // OK or NOT_FOUND count as done (true when something was removed).
@@ -63,7 +65,7 @@ class ColdTier {
   void Spill(const tier_key& key, std::vector<tier_segment> segments, IoPhase phase,
              Done<Completion> done, std::function<void()> settled);
   void Restore(const tier_key& key, std::vector<tier_segment> segments, IoPhase phase,
-               Done<Completion> done, std::function<void()> settled);
+               Done<Completion> done, std::function<void()> settled, uint64_t timeout_ns = 0);
 
   // Blocking calls bounded by the deadline, for start-up (Host::Open). Owner's thread.
   Result<tier_info> InfoWithin();
@@ -92,7 +94,9 @@ class ColdTier {
     std::function<void()> on_timeout;
     std::function<void()> settled;
   };
-  uint64_t Begin(IoPhase phase, std::function<void()> on_timeout, std::function<void()> settled);
+  uint64_t Begin(IoPhase phase, std::function<void()> on_timeout, std::function<void()> settled,
+                 uint64_t timeout_ns);
+  uint64_t TimeoutOf(uint64_t timeout_ns) const;  // min(timeout_ns, default), 0 = default
   // Runs `answer` unless the call was answered already (by its deadline), then `settled`.
   void Finish(uint64_t id, const std::function<void()>& answer);
   // Posts Finish(id, answer) to the scheduler thread. Any thread.
@@ -101,7 +105,8 @@ class ColdTier {
   using Submit = Status (ProviderInstance::*)(const tier_key&, std::span<const tier_segment>,
                                               ProviderInstance::Done);
   void SubmitAsync(Submit submit, const tier_key& key, std::vector<tier_segment> segments,
-                   IoPhase phase, Done<Completion> done, std::function<void()> settled);
+                   IoPhase phase, Done<Completion> done, std::function<void()> settled,
+                   uint64_t timeout_ns);
   template <typename T>
   Result<T> Blocking(std::function<Result<T>()> call);
 

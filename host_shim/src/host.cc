@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "host_impl.h"
 
@@ -22,42 +23,53 @@ Result<std::unique_ptr<Host>> Host::Open(HostOptions options) {
 }
 
 Admission Host::Admit(const AdmitRequest& request) {
+  impl_->CheckCaller("Admit");
   return impl_->Admit(request);
 }
 bool Host::Cancel(uint64_t admission_id) {
+  impl_->CheckCaller("Cancel");
   return impl_->Cancel(admission_id);
 }
 void Host::Release(uint64_t admission_id) {
+  impl_->CheckCaller("Release");
   impl_->Release(admission_id);
 }
 Sealed Host::Seal(const SealRequest& request) {
+  impl_->CheckCaller("Seal");
   return impl_->Seal(request);
 }
 uint64_t Host::Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns) {
+  impl_->CheckCaller("Prefetch");
   return impl_->Prefetch(blocks, now_ns);
 }
 bool Host::Evict(const tier_key& key) {
+  impl_->CheckCaller("Evict");
   return impl_->Evict(key);
 }
 void Host::ReportVerification(uint64_t admission_id, bool exact) {
+  impl_->CheckCaller("ReportVerification");
   impl_->ReportVerification(admission_id, exact);
 }
 void Host::Poll(std::vector<Event>* events) {
+  impl_->CheckCaller("Poll");
   impl_->Poll(events);
 }
 int Host::event_fd() const {
   return impl_->event_fd();
 }
 bool Host::WaitForWork(uint64_t timeout_ns) {
+  impl_->CheckCaller("WaitForWork");
   return impl_->WaitForWork(timeout_ns);
 }
 bool Host::Busy() const {
   return impl_->Busy();
 }
 HostStats Host::Stats() const {
+  impl_->CheckCaller("Stats");
   return impl_->Stats();
 }
 std::optional<CheckpointInfo> Host::Describe(std::span<const uint64_t> blocks) const {
+  impl_->CheckCaller("Describe");
   return impl_->Describe(blocks);
 }
 const HostOptions& Host::options() const {
@@ -97,6 +109,27 @@ Status CheckOptions(const HostOptions& o) {
       o.model_cold_read_bytes_per_second < 0) {
     return Status::InvalidArgument(
         "HostOptions: model_cold_read_bytes_per_second must be a finite number >= 0");
+  }
+  return Status::Ok();
+}
+
+// The profile prices and sizes what the pool holds: a profile of another page size or layer count
+// would mis-size every checkpoint and mis-price every restore-or-root decision.
+Status CheckProfileMatchesPool(const ModelProfile& p, const KvPool& pool) {
+  const std::string profile = "model profile '" + p.name + "'";
+  const uint32_t tpp = pool.layout.tokens_per_page();
+  if (p.tokens_per_page != tpp) {
+    return Status::InvalidArgument(profile + " has " + std::to_string(p.tokens_per_page) +
+                                   "-token pages, the KV pool " + std::to_string(tpp) +
+                                   "-token pages (HostOptions::profile must describe the pool)");
+  }
+  const uint32_t layers = p.full_attention_layers + p.mtp_layers;
+  if (layers != pool.layout.layer_count()) {
+    return Status::InvalidArgument(profile + " has " + std::to_string(layers) + " KV layers (" +
+                                   std::to_string(p.full_attention_layers) + " full-attention + " +
+                                   std::to_string(p.mtp_layers) + " MTP), the KV pool " +
+                                   std::to_string(pool.layout.layer_count()) +
+                                   " layers (HostOptions::profile must describe the pool)");
   }
   return Status::Ok();
 }
@@ -177,6 +210,7 @@ Result<std::unique_ptr<Host::Impl>> Host::Impl::Open(HostOptions options) {
           : std::min<uint64_t>(options.device_capacity_bytes / options.bytes_scale, 1ull << 30);
   auto device = DeviceTier::Create(engine.value(), options.pool, device_state_bytes);
   if (!device.ok()) return device.status();
+  TIER_RETURN_IF_ERROR(CheckProfileMatchesPool(options.profile, options.pool));
   HostStats pinned;
   auto arena = MakeArena(options, *engine.value(), &pinned);
   if (!arena.ok()) return arena.status();
@@ -213,14 +247,19 @@ Host::Impl::Impl(HostOptions options)
 Host::Impl::~Impl() {
   closing_ = true;
   for (auto& [id, op] : ops_) op->cancelled = true;
-  // Wait (bounded) for what is in flight: provider calls settle, copies finish.
+  // Write what only Host holds to a persistent cold tier, and wait (bounded) for what is in
+  // flight: provider calls settle, copies finish.
   const uint64_t deadline = Now() + options_.close_timeout_ns;
+  StartCloseFlush();
   std::vector<Event> ignored;
-  while ((Busy() || (cold_ != nullptr && cold_->unsettled() > 0)) && Now() < deadline) {
+  while (Now() < deadline) {
+    ContinueCloseFlush();
+    if (!CloseFlushing() && !Busy() && (cold_ == nullptr || cold_->unsettled() == 0)) break;
     WaitForWork(10 * 1000 * 1000);
     Poll(&ignored);
     ignored.clear();
   }
+  FinishCloseFlush();
   if (cold_ != nullptr && cold_->unsettled() > 0) {
     Log(TIER_LOG_ERROR, "host: the " + provider_name_ + " provider left " +
                             std::to_string(cold_->unsettled()) +
@@ -241,12 +280,24 @@ Host::Impl::~Impl() {
   for (SealOp& s : seals_) s.copy.Wait().IgnoreError();
   for (auto& [id, op] : ops_) op->copy.Wait().IgnoreError();
   for (CopyJob& job : lane_copies_) job.Wait().IgnoreError();
+  for (HitCheck& c : hit_checks_) c.job.Wait().IgnoreError();
   cold_.reset();         // closes the provider
   catalog_ = Catalog();  // the entries' Host copies go to the releaser
   ops_.clear();
   demotions_.clear();
   seals_.clear();
   releaser_.reset();  // frees them all before the arena goes
+}
+
+void Host::Impl::CheckCaller(const char* method) const {
+  TIER_CHECK_MSG(std::this_thread::get_id() == owner_thread_,
+                 "Host::%s called from a thread other than the one that opened the Host (host.h: "
+                 "one thread, the scheduler's, makes every call)",
+                 method);
+  TIER_CHECK_MSG(!in_allocator_,
+                 "Host::%s called from inside AdmitRequest::allocate_pages (host.h: the "
+                 "allocator must not call back into the Host)",
+                 method);
 }
 
 uint64_t Host::Impl::Now() const {
@@ -262,8 +313,10 @@ void Host::Impl::Poll(std::vector<Event>* events) {
     const size_t before = out_.size();
     CheckSeals();
     CheckDemotions();
+    CheckHitReads();
     device_->Collect();  // Device placements' memory whose copies are done
     std::erase_if(lane_copies_, [](const CopyJob& job) { return job.Done(); });
+    if (lane_copies_.empty()) retired_device_copies_.clear();
     std::vector<uint64_t> copying;
     for (auto& [id, op] : ops_) {
       if (op->stage == Stage::kCopy) copying.push_back(id);
@@ -293,7 +346,7 @@ bool Host::Impl::WaitForWork(uint64_t timeout_ns) {
 
 bool Host::Impl::Busy() const {
   // Calls past their deadline are over for the Host (only their buffers wait for the provider).
-  return !ops_.empty() || !seals_.empty() || !demotions_.empty() ||
+  return !ops_.empty() || !seals_.empty() || !demotions_.empty() || !hit_checks_.empty() ||
          (cold_ != nullptr && cold_->unanswered() > 0) || queue_->size() > 0;
 }
 

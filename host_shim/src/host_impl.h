@@ -6,7 +6,8 @@
 // the EventQueue, a copy job the engine finished, a deadline). Nothing waits inside a step.
 //
 // Invariants (checked with TIER_CHECK where they can break):
-//  - an entry with pins > 0 or ops > 0 is never dropped, demoted or spilled;
+//  - an entry with pins > 0 or ops > 0 is never dropped, demoted or spilled, and a pinned
+//    entry's Device pages are never released (a demotion that completes under a pin keeps them);
 //  - every Host copy a provider operation borrows stays alive until the operation settles (the
 //    operation holds a shared_ptr to it);
 //  - the page ledger holds exactly the pages of the Device placements and of seals in progress;
@@ -24,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "catalog.h"
@@ -54,6 +56,9 @@ class Host::Impl {
   HostStats Stats() const;
   std::optional<CheckpointInfo> Describe(std::span<const uint64_t> blocks) const;
 
+  // Aborts (TIER_CHECK) when `method` is called off the thread that opened the Host, or from
+  // inside the server's PageAllocator.
+  void CheckCaller(const char* method) const;
   const HostOptions& options() const { return options_; }
   int event_fd() const { return queue_->fd(); }
   std::string provider_name() const { return provider_name_; }
@@ -99,6 +104,10 @@ class Host::Impl {
     RootReason first_reason = RootReason::kNoCheckpoint;
     uint64_t started_wall_ns = 0;
     uint64_t wait_deadline_ns = 0;  // wall clock, for kWaitEntry/kWaitSlot/kWaitRoom
+    // Wall clock past which this admission stops waiting for its cold candidate (plan, slot,
+    // room, restore): the prefill the restore would replace, within provider_timeout_ns. 0 = not
+    // set yet; prefetches wait provider_timeout_ns (no request waits on them).
+    uint64_t restore_deadline_ns = 0;
     uint64_t cold_restore_ns = 0;
     uint64_t stored_bytes = 0;
     bool cancelled = false;          // Cancel(): no event but kAdmissionCancelled
@@ -128,6 +137,11 @@ class Host::Impl {
   // The restored bytes are in op->staging: check a remote manifest, place them in Host.
   bool LandInHost(AdmissionOp* op);
   void CheckCopy(AdmissionOp* op);
+  // INVALID_ARGUMENT naming what is wrong with what allocate_pages handed over: short or long,
+  // a page outside the pool, a page twice.
+  Status CheckAllocated(uint32_t wanted, std::span<const uint32_t> pages) const;
+  // Adds `pages` to the admission's unused_pages, each id once.
+  void GiveBack(AdmissionOp* op, std::span<const uint32_t> pages);
   // This candidate cannot be used: note why, release it, and go on with a shorter one (or stop).
   void Skip(AdmissionOp* op, RootReason reason, bool try_shorter);
   void Ready(AdmissionOp* op);
@@ -137,6 +151,15 @@ class Host::Impl {
   AdmissionOp* Answered(uint64_t id);
   void ForgetCold(CheckpointEntry* entry, bool remove_from_provider);
   void ReleaseSlot(AdmissionOp* op);
+  // How long an admission may wait for a cold restore of `entry`: its predicted root prefill (a
+  // restore is only worth it while it beats the prefill it replaces), at least kMinRestoreWaitNs,
+  // at most provider_timeout_ns.
+  uint64_t RestoreWaitNs(const CheckpointEntry& entry) const;
+  // The wait's deadline for a stage of `op` that starts now (wall clock).
+  uint64_t WaitDeadline(const AdmissionOp& op) const;
+  // A provider call of a cold restore passed its deadline: cold restores back off (doubling,
+  // 5 s to 60 s) so that the next requests prefill at once instead of waiting again.
+  void RestoreTimedOut(const CheckpointEntry& entry);
   void Unpin(CheckpointEntry* entry);
   void RetryWaiting();
 
@@ -144,23 +167,47 @@ class Host::Impl {
   Status CheckSeal(const SealRequest& request) const;
   std::unique_ptr<CheckpointEntry> NewEntry(const SealRequest& request, const tier_key& key,
                                             std::vector<StateBuffer>* state);
+  // Each places the checkpoint or says why not in `why` (the figures and the option to change).
   bool SealOnDevice(CheckpointEntry* entry, const SealRequest& request,
-                    std::span<const StateBuffer> state, Sealed* sealed);
+                    std::span<const StateBuffer> state, Sealed* sealed, std::string* why);
   bool SealOnHost(CheckpointEntry* entry, const SealRequest& request,
-                  std::span<const StateBuffer> state, Sealed* sealed);
+                  std::span<const StateBuffer> state, Sealed* sealed, std::string* why);
   void WriteManifests(const CheckpointEntry& entry, HostCopy* copy) const;
   // Room in the Host arena for the entry's segments, owned by the releaser. When the arena is full
   // but copies let go are still being freed, waits for them (frees only return extents to the
   // arena's one chunk: microseconds) and tries once more. NO_SPACE otherwise.
   Result<std::shared_ptr<HostCopy>> NewHostCopy(const CheckpointEntry& entry);
+  // NewHostCopy; when the arena is full, first drops idle Host copies that Cold or Device back,
+  // least valuable first (a seal, a demotion or a restore would otherwise be refused, dropped or
+  // wait while the logical Host budget has room).
+  Result<std::shared_ptr<HostCopy>> HostCopyMakingRoom(const CheckpointEntry& entry);
   struct SealOp {
     uint64_t id = 0;
     tier_key key{};
     CopyJob copy;
     std::vector<uint32_t> held_pages;  // released when the copy is done (Host seals)
     std::shared_ptr<HostCopy> host_copy;
+    std::shared_ptr<HostCopy> verify_copy;  // verify_held_pages: the pages as sealed
   };
   void CheckSeals();
+
+  // ---- verify_held_pages (held_pages.cc) ------------------------------------------------------
+  // Host memory for a gather of the entry's KV segments alone.
+  Result<std::shared_ptr<HostCopy>> NewKvScratch(const CheckpointEntry& entry);
+  // One checksum per page over every layer and plane of a gathered copy of `pages` pages.
+  std::vector<uint64_t> PageSums(const HostCopy& copy, uint32_t pages) const;
+  // Compares a gathered copy with the sums taken at the seal; on a difference logs an error naming
+  // the page, counts it and dooms the entry. True when intact (or nothing to compare).
+  bool HeldPagesIntact(CheckpointEntry* entry, const HostCopy& copy, const char* when);
+  // A Device hit reads the pages: gathered and checked once the gather is done (Poll).
+  void StartHitCheck(CheckpointEntry* entry);
+  void CheckHitReads();
+  struct HitCheck {
+    tier_key key{};
+    std::shared_ptr<HostCopy> copy;
+    CopyJob job;
+  };
+  std::vector<HitCheck> hit_checks_;  // each pins its entry
 
   // ---- pressure (pressure.cc) -------------------------------------------------------------------
   // Starts whatever brings each tier back under its budget; never waits. Called after every
@@ -205,6 +252,25 @@ class Host::Impl {
   void DropIfDoomed(CheckpointEntry* entry);
   uint64_t ColdBytesNeeded(const CheckpointEntry& entry) const;
   void UpdateGauges();
+
+  // ---- close (close_flush.cc) ------------------------------------------------------------------
+  // Close() writes the Host copies no cold copy backs to a persistent cold tier, most valuable
+  // first, a few at a time, while close_timeout_ns lasts (HostOptions::flush_host_at_close).
+  struct CloseFlush {
+    std::vector<tier_key> order;    // most valuable first
+    size_t next = 0;                // order[next..] not started yet
+    std::vector<tier_key> started;  // the spills the flush started
+    uint64_t no_room = 0;
+    uint64_t failures_before = 0;  // stats_.spill_failures at the start
+    uint64_t started_ns = 0;
+  };
+  bool FlushesAtClose() const;
+  std::vector<tier_key> CloseFlushOrder() const;
+  void StartCloseFlush();
+  void ContinueCloseFlush();   // starts spills while fewer than a few are in flight
+  bool CloseFlushing() const;  // some are not started yet
+  void FinishCloseFlush();     // counts and logs what was written, failed and left
+  CloseFlush close_flush_;
 
   // ---- start-up (startup.cc) --------------------------------------------------------------------
   Status OpenProvider();
@@ -251,9 +317,14 @@ class Host::Impl {
   std::map<uint64_t, tier_key> used_;  // ready admissions not yet released -> their checkpoint
   std::deque<uint64_t> waiting_;       // ops in kWaitEntry/kWaitSlot/kWaitRoom, oldest first
   uint32_t restores_in_flight_ = 0;
+  uint64_t restore_backoff_until_ns_ = 0;  // wall clock: no new cold restore before
+  uint64_t restore_backoff_ns_ = 0;        // the current back-off (0 after a restore completed)
   uint32_t max_restores_ = 1;
   std::vector<SealOp> seals_;
   std::vector<CopyJob> lane_copies_;  // device hits' state copies still running
+  // Device copies dropped while lane copies ran (they may read its state buffers): freed once
+  // lane_copies_ is empty.
+  std::vector<std::unique_ptr<DeviceCopy>> retired_device_copies_;
   std::vector<Demotion> demotions_;
   uint64_t demoting_bytes_ = 0;        // logical bytes of Device copies on their way to Host
   uint64_t releasing_bytes_ = 0;       // logical bytes of Host copies being spilled under pressure
@@ -267,6 +338,8 @@ class Host::Impl {
   std::vector<Event> out_;  // events produced since the last Poll()
   Admission finished_;      // the result of an op that finished inside Admit/Prefetch
   bool closing_ = false;
+  const std::thread::id owner_thread_ = std::this_thread::get_id();  // the one that opened
+  bool in_allocator_ = false;  // AdmitRequest::allocate_pages is running
 };
 
 }  // namespace tier

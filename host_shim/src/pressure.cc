@@ -98,7 +98,7 @@ void Host::Impl::RebalanceDevice() {
 }
 
 void Host::Impl::StartDemotion(CheckpointEntry* e) {
-  auto copy = NewHostCopy(*e);
+  auto copy = HostCopyMakingRoom(*e);
   if (!copy.ok()) {
     Log(TIER_LOG_DEBUG,
         "host: no host memory to demote " + KeyHex(e->key) + ": " + copy.status().ToString());
@@ -142,11 +142,16 @@ void Host::Impl::CheckDemotions() {
     if (!copied.ok()) {
       Log(TIER_LOG_WARN, "host: device-to-host copy of " + KeyHex(d.key) +
                              " failed: " + copied.ToString() + " (Device copy kept)");
+    } else if (!HeldPagesIntact(e, *d.host_copy, "its demotion")) {
+      // Not placed in Host: the bytes are not what was sealed; it leaves once idle.
     } else {
       e->host_copy = std::move(d.host_copy);
       catalog_.AddPlacement(e, kHost);
       server_metrics_->Transition("device", "host");
-      DropDevice(e, nullptr);
+      // A Device hit taken while the copy ran shares these pages (and reads the state buffers)
+      // with a live request: they stay the server's until its Release. Pressure drops this Device
+      // copy once the entry is idle again (it has a Host copy now).
+      if (e->pins == 0) DropDevice(e, nullptr);
     }
     DropIfDoomed(e);
   }
@@ -328,7 +333,12 @@ uint64_t Host::Impl::KvLogicalBytes(const CheckpointEntry& e) const {
 
 void Host::Impl::DropDevice(CheckpointEntry* e, const char* to) {
   if (!e->in(kDevice)) return;
+  TIER_CHECK_MSG(e->pins == 0, "host: dropping the Device pages of %s while %u request(s) use it",
+                 KeyHex(e->key).c_str(), e->pins);
   const std::vector<uint32_t> pages = e->device_copy->pages;
+  // A device hit's state copy may still read the state buffers (a server that released before
+  // waiting on state_copy): they are freed once no such copy runs.
+  if (!lane_copies_.empty()) retired_device_copies_.push_back(std::move(e->device_copy));
   catalog_.RemovePlacement(e, kDevice);  // frees its device state buffers
   ReleasePages(pages);
   if (to != nullptr) server_metrics_->Transition("device", to);

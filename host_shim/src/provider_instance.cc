@@ -148,13 +148,15 @@ Result<StatResult> ProviderInstance::Stat(const tier_key& key) const {
   return Status(TIER_BUSY, "segment table kept changing during stat");
 }
 
-// Counts the operation as outstanding until its completion has run.
+// Counts the operation as outstanding until the provider delivers its completion. The count drops
+// before `done` runs: `done` is what wakes a waiter (SpillAndWait, a Host's Poll), and a waiter
+// that reads outstanding() must not find the operation it just saw complete.
 ProviderInstance::Done Counted(std::shared_ptr<std::atomic<uint64_t>> outstanding,
                                ProviderInstance::Done done) {
   ++*outstanding;
   return [outstanding, done = std::move(done)](const Completion& c) {
-    done(c);
     --*outstanding;
+    done(c);
   };
 }
 

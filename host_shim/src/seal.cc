@@ -39,6 +39,21 @@ bool StateKindAllowed(const StateBuffer& b, uint32_t spec_layers) {
 Status Host::Impl::CheckSeal(const SealRequest& r) const {
   if (r.blocks.empty()) return Status::InvalidArgument("seal: no blocks");
   if (r.tokens == 0) return Status::InvalidArgument("seal: 0 tokens");
+  if (r.blocks.size() > r.tokens) {
+    return Status::InvalidArgument("seal: " + std::to_string(r.blocks.size()) + " blocks but " +
+                                   std::to_string(r.tokens) +
+                                   " tokens (every block id covers at least one token)");
+  }
+  if (const uint64_t bt = options_.block_tokens; bt > 0) {
+    const uint64_t full = r.blocks.size() * bt;
+    if (r.tokens < full || r.tokens >= full + bt) {
+      return Status::InvalidArgument(
+          "seal: " + std::to_string(r.blocks.size()) + " blocks of " + std::to_string(bt) +
+          " tokens (HostOptions::block_tokens) cover " + std::to_string(full) + " to " +
+          std::to_string(full + bt - 1) + " tokens, the seal has " + std::to_string(r.tokens) +
+          " tokens over " + std::to_string(r.pages.size()) + " pages");
+    }
+  }
   const uint32_t pages = device_->PagesFor(r.tokens);
   if (r.pages.size() != pages) {
     return Status::InvalidArgument("seal: " + std::to_string(r.tokens) + " tokens need " +
@@ -145,6 +160,24 @@ Result<std::shared_ptr<HostCopy>> Host::Impl::NewHostCopy(const CheckpointEntry&
   return releaser_->Own(std::move(copy).value());
 }
 
+Result<std::shared_ptr<HostCopy>> Host::Impl::HostCopyMakingRoom(const CheckpointEntry& entry) {
+  auto copy = NewHostCopy(entry);
+  if (copy.ok()) return copy;
+  // The pinned memory is full while the logical Host budget may not be: let go of Host copies
+  // that another tier backs (Cold or Device), least valuable first, until it fits. Each costs only
+  // a slower restore later; the alternative loses `entry` (a refused seal, a dropped demotion) or
+  // keeps a request waiting (a restore).
+  for (const tier_key& key : VictimsIn(kHost)) {
+    CheckpointEntry* victim = catalog_.Find(key);
+    if (victim == &entry || !(victim->in(kCold) || victim->in(kDevice))) continue;
+    policy_.OnLeave(*victim);
+    DropHost(victim, "evicted");
+    copy = NewHostCopy(entry);
+    if (copy.ok()) return copy;
+  }
+  return copy;
+}
+
 void Host::Impl::WriteManifests(const CheckpointEntry& entry, HostCopy* copy) const {
   for (size_t i = entry.kv_segments; i < entry.segments.size(); ++i) {
     const SegmentSpec& s = entry.segments[i];
@@ -188,10 +221,14 @@ Sealed Host::Impl::Seal(const SealRequest& r) {
       policy_.OnSuperseded(*parent);
     }
   }
-  if (!SealOnDevice(entry, r, state, &sealed) && !SealOnHost(entry, r, state, &sealed)) {
+  std::string device_why, host_why;
+  if (!SealOnDevice(entry, r, state, &sealed, &device_why) &&
+      !SealOnHost(entry, r, state, &sealed, &host_why)) {
     Log(TIER_LOG_DEBUG, "host: no room to publish " + KeyHex(key));
     catalog_.Erase(entry);
-    sealed.status = Status::NoSpace("seal: no room on Device or Host");
+    // Refused now, never pending (host.h, Seal): nothing was taken; the server keeps its pages.
+    sealed.status = Status::NoSpace("seal: no room on Device or Host: Device: " + device_why +
+                                    "; Host: " + host_why);
     return sealed;
   }
   Rebalance();
@@ -199,13 +236,22 @@ Sealed Host::Impl::Seal(const SealRequest& r) {
 }
 
 bool Host::Impl::SealOnDevice(CheckpointEntry* entry, const SealRequest& r,
-                              std::span<const StateBuffer> state, Sealed* sealed) {
-  if (entry->logical_bytes > options_.device_capacity_bytes) return false;
+                              std::span<const StateBuffer> state, Sealed* sealed,
+                              std::string* why) {
+  if (entry->logical_bytes > options_.device_capacity_bytes) {
+    *why = "its " + std::to_string(entry->logical_bytes) +
+           " logical bytes exceed device_capacity_bytes " +
+           std::to_string(options_.device_capacity_bytes);
+    return false;
+  }
   CopyJob job;
   // The arena takes back what a failure part-way took only after the copies queued into it are
   // done (issue 27: no free under the engine's worker, no wait on the scheduler thread).
   auto buffers = device_->CopyStateOnDevice(state, &job);
-  if (!buffers.ok()) return false;
+  if (!buffers.ok()) {
+    *why = buffers.status().ToString();
+    return false;
+  }
   device_->Hold(r.pages);
   entry->device_copy = std::make_unique<DeviceCopy>();
   entry->device_copy->pages.assign(r.pages.begin(), r.pages.end());
@@ -214,22 +260,49 @@ bool Host::Impl::SealOnDevice(CheckpointEntry* entry, const SealRequest& r,
   server_metrics_->Transition("none", "device");
   entry->sealing = true;
   sealed->on_device = true;
+  std::shared_ptr<HostCopy> verify;
+  if (options_.verify_held_pages) {  // the pages as sealed: checked whenever they are read
+    auto scratch = NewKvScratch(*entry);
+    auto gathered = scratch.ok() ? device_->ToHost(r.pages, {}, *scratch.value())
+                                 : Result<CopyJob>(scratch.status());
+    if (gathered.ok()) {
+      for (const device::Transfer& t : gathered.value().transfers()) job.Add(t);
+      verify = std::move(scratch).value();
+    } else {
+      Log(TIER_LOG_DEBUG, "host: the pages of " + KeyHex(entry->key) +
+                              " are not verified: " + gathered.status().ToString());
+    }
+  }
   sealed->copied = job.Last();
-  seals_.push_back({sealed->id, entry->key, std::move(job), {}, nullptr});
+  seals_.push_back({sealed->id, entry->key, std::move(job), {}, nullptr, std::move(verify)});
   return true;
 }
 
 bool Host::Impl::SealOnHost(CheckpointEntry* entry, const SealRequest& r,
-                            std::span<const StateBuffer> state, Sealed* sealed) {
+                            std::span<const StateBuffer> state, Sealed* sealed, std::string* why) {
   // Larger than the Host budget: only as a way down to a cold tier (the arena is the bound).
   const bool cold = cold_ != nullptr && cold_capacity_bytes_ > 0;
-  if (entry->logical_bytes > options_.host_capacity_bytes && !cold) return false;
-  auto copy = NewHostCopy(*entry);
-  if (!copy.ok()) return false;
+  if (entry->logical_bytes > options_.host_capacity_bytes && !cold) {
+    *why = "its " + std::to_string(entry->logical_bytes) +
+           " logical bytes exceed host_capacity_bytes " +
+           std::to_string(options_.host_capacity_bytes) + " and there is no cold tier";
+    return false;
+  }
+  auto copy = HostCopyMakingRoom(*entry);
+  if (!copy.ok()) {
+    *why = "it needs " + std::to_string(entry->physical_bytes) +
+           " bytes of pinned Host memory; host_memory_bytes is " +
+           std::to_string(arena_->capacity_bytes()) + " with " +
+           std::to_string(arena_->used_bytes()) +
+           " in use (Host copies, restores staging, demotions, seals in flight): retry after a "
+           "later Poll() (pressure frees it as spills complete) or raise host_memory_bytes";
+    return false;
+  }
   std::shared_ptr<HostCopy> host_copy = std::move(copy).value();
   auto job = device_->ToHost(r.pages, state, *host_copy);
   if (!job.ok()) {
     Log(TIER_LOG_WARN, "host: sealing " + KeyHex(entry->key) + ": " + job.status().ToString());
+    *why = job.status().ToString();
     return false;
   }
   WriteManifests(*entry, host_copy.get());
@@ -237,7 +310,7 @@ bool Host::Impl::SealOnHost(CheckpointEntry* entry, const SealRequest& r,
   entry->sealing = true;
   sealed->copied = job.value().Last();
   seals_.push_back({sealed->id, entry->key, std::move(job).value(),
-                    std::vector<uint32_t>(r.pages.begin(), r.pages.end()), host_copy});
+                    std::vector<uint32_t>(r.pages.begin(), r.pages.end()), host_copy, nullptr});
   return true;
 }
 
@@ -256,6 +329,9 @@ void Host::Impl::CheckSeals() {
       entry->host_copy = std::move(s.host_copy);
       catalog_.AddPlacement(entry, kHost);
       server_metrics_->Transition("none", "host");
+    }
+    if (copied.ok() && s.verify_copy != nullptr) {
+      entry->page_sums = PageSums(*s.verify_copy, entry->page_count);
     }
     if (!s.held_pages.empty()) ReleasePages(s.held_pages);
     if (!copied.ok()) {

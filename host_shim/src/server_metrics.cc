@@ -78,6 +78,13 @@ ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
       "Host-to-cold spills that failed, by what the planner did (kept_host or dropped).",
       {"action"});
   for (const char* action : {"kept_host", "dropped"}) registry->Series(spill_failures_, {action});
+  close_flush_ = registry->Counter(
+      "tier_close_flush_total",
+      "Host copies close wrote to a persistent cold tier (written), whose write failed or did "
+      "not finish by close_timeout_ns (failed), or that it never started (left: past the "
+      "deadline, no room in Cold, or after repeated failures).",
+      {"result"});
+  for (const char* result : {"written", "failed", "left"}) registry->Series(close_flush_, {result});
   MetricFamily* verified = registry->Counter(
       "tier_restore_verifications_total",
       "Restored checkpoints whose bytes were verified, by result (exact or mismatch).", {"result"});
@@ -127,6 +134,10 @@ void ServerMetrics::Transition(const char* from, const char* to) {
 
 void ServerMetrics::SpillFailure(const char* action) {
   registry_->Series(spill_failures_, {action})->Add(1);
+}
+
+void ServerMetrics::CloseFlush(const char* result, uint64_t checkpoints) {
+  registry_->Series(close_flush_, {result})->Add(static_cast<double>(checkpoints));
 }
 
 void ServerMetrics::RestoreVerification(bool exact) {

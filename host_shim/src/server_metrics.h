@@ -22,6 +22,7 @@ class ServerMetrics {
   void RootPrefill(RootReason reason);
   void Transition(const char* from, const char* to);  // "none|device|host|cold" -> "...|evicted"
   void SpillFailure(const char* action);              // "kept_host" | "dropped"
+  void CloseFlush(const char* result, uint64_t checkpoints);  // "written" | "failed" | "left"
   void RestoreVerification(bool exact);
   void Readopted(uint64_t entries);
   // "issued", "used", "wasted"; the cold restore time a used prefetch took off its request.
@@ -36,6 +37,7 @@ class ServerMetrics {
   Metric* root_prefills_[kRootReasonCount];
   MetricFamily* transitions_;
   MetricFamily* spill_failures_;
+  MetricFamily* close_flush_;
   Metric* restores_verified_[2];
   Metric* readopted_;
   Metric* prefetches_[3];

@@ -74,7 +74,8 @@ TEST_F(HostOpen, RestartReadoptsColdCheckpointsOfTheSameNamespace) {
   SealAndPushToCold(a);
   host_.reset();  // the server stops; the disk keeps what it holds
   Open("disk", disk, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
-  EXPECT_EQ(host_->Stats().readopted, 2u) << "the two checkpoints that were in Cold";
+  EXPECT_EQ(host_->Stats().readopted, 3u)
+      << "the two checkpoints that were in Cold and the one close wrote from Host";
   EXPECT_EQ(PlacementsOf(a), kC);
   Admission admission = AdmitAndWait(a, 10);
   ASSERT_EQ(admission.state, AdmissionState::kReady);

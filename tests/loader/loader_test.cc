@@ -2,8 +2,10 @@
 // the path and the cause; minors that differ load in both directions.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -175,6 +177,35 @@ TEST_F(PluginLoader, OlderMinorProviderRoundTripsWithoutProbe) {
   EXPECT_FALSE(TIER_HAS_FIELD(&probe_size, tier_entry, created_unix_ns))
       << "so a 1.1 host must not read created_unix_ns of them";
   EXPECT_TRUE(instance.value()->Remove(key).ok());
+}
+
+// Issue 20, defect 2: a waiter woken by a completion must not find that operation outstanding
+// (tier-host --check read 1 and failed a correct provider). The count drops before `done` runs.
+TEST_F(PluginLoader, CompletedOperationIsNotOutstandingWhenItsDoneRuns) {
+  auto library = PluginLibrary::Load(Variant("reference_v1_0"), host_.table());
+  ASSERT_TRUE(library.ok()) << library.status().ToString();
+  auto instance = ProviderInstance::Open(library.value(), host_.table(), "ns", {});
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  ProviderInstance& provider = *instance.value();
+  std::vector<std::byte> kv(4096, std::byte{7}), manifest(40, std::byte{1});
+  tier_segment segments[2] = {{TIER_SEGMENT_MAIN_KV, 0, kv.size(), kv.data()},
+                              {TIER_SEGMENT_MANIFEST, 0, manifest.size(), manifest.data()}};
+  for (int i = 0; i < 20; ++i) {
+    tier_key key{};
+    key.bytes[0] = static_cast<uint8_t>(i + 1);
+    std::promise<uint64_t> seen;
+    std::future<uint64_t> outstanding_in_done = seen.get_future();
+    ASSERT_TRUE(provider
+                    .Spill(key, segments,
+                           [&](const Completion&) { seen.set_value(provider.outstanding()); })
+                    .ok());
+    ASSERT_EQ(outstanding_in_done.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    EXPECT_EQ(outstanding_in_done.get(), 0u) << "spill " << i << " still counted in its done";
+    const Completion restored = provider.RestoreAndWait(key, segments);
+    ASSERT_TRUE(restored.status.ok()) << restored.status.ToString();
+    EXPECT_EQ(provider.outstanding(), 0u) << "what tier-host --check reads after a wait";
+    EXPECT_TRUE(provider.Remove(key).ok());
+  }
 }
 
 TEST_F(PluginLoader, NullProviderLoadsAndDeclinesCleanly) {

@@ -7,7 +7,9 @@
 #            tier_provider_entry and pass the installed tier-conformance; asking for host under the
 #            same hiding fails on prometheus-cpp (the hiding is real)
 #   shuffle  COMPONENTS abi shuffle, hidden the same way: a program links tier::shuffle and runs
-#   host     COMPONENTS host (nothing hidden): a program links tier::host and loads the null provider
+#   host     COMPONENTS host (nothing hidden): a program links tier::host and loads the null provider;
+#            then again without CUDA (-DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON, no nvcc on PATH):
+#            a CPU-only machine configures, links and runs it too
 #   default  no COMPONENTS: every target is defined, as before components existed
 set -euo pipefail
 mode=$1 build=$2 source=$3
@@ -72,6 +74,25 @@ case "$mode" in
     configure "$scratch/host" host "${visible[@]}" >/dev/null
     cmake --build "$scratch/host" --target consumer_host consumer_example_server >/dev/null
     "$scratch/host/consumer_host" "$prefix/lib/tier/libtier_null.so"
+    # A CPU-only machine: no CUDAToolkit to find, no nvcc on PATH.
+    cpu_path=$(printf '%s' "$PATH" | tr ':' '\n' | while read -r d; do
+      [ -n "$d" ] && [ ! -x "$d/nvcc" ] && printf '%s:' "$d"; done)
+    cpu_path=${cpu_path%:}
+    if PATH="$cpu_path" command -v nvcc >/dev/null; then
+      echo "FAIL: nvcc still on PATH"; exit 1
+    fi
+    PATH="$cpu_path" configure "$scratch/host-cpu" host "${visible[@]}" \
+        -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON > "$scratch/host-cpu.log" 2>&1 || {
+      cat "$scratch/host-cpu.log"; echo "FAIL: COMPONENTS host needs CUDA to configure"; exit 1; }
+    PATH="$cpu_path" cmake --build "$scratch/host-cpu" --target consumer_host \
+        consumer_example_server >/dev/null
+    "$scratch/host-cpu/consumer_host" "$prefix/lib/tier/libtier_null.so"
+    TIER_PLUGIN_PATH="$prefix/lib/tier" TIER_PROFILE_PATH="$prefix/share/tier/profiles" \
+      "$scratch/host-cpu/consumer_example_server" "$scratch/example-cold-cpu" > "$scratch/example.cpu" 2>&1 || {
+      cat "$scratch/example.cpu"; echo "FAIL: the example server without CUDA"; exit 1; }
+    grep -q 'turn 2: cold_restore, 256 tokens reused' "$scratch/example.cpu" || {
+      cat "$scratch/example.cpu"; echo "FAIL: the example without CUDA did not restore from cold"; exit 1; }
+    echo "COMPONENTS host configures, links and runs without CUDA"
     # The example server on the installed disk provider, twice: the second run re-adopts.
     for run in 1 2; do
       TIER_PLUGIN_PATH="$prefix/lib/tier" TIER_PROFILE_PATH="$prefix/share/tier/profiles" \

@@ -10,17 +10,43 @@
 //   host.reset();                               // Close(): bounded, never hangs on a provider
 //
 // THREADS. One thread, the server's scheduler thread, makes every call on a Host and is the only
-// thread that touches the catalog. Nothing a Host method does waits for a disk, a network or a
-// provider: provider calls run on the Host's own provider threads under a deadline, device copies
-// on the transfer engine's stream (CUDA) or worker (CPU), and their completions only post events
-// that Poll() applies. The exceptions are Open() and Close(), which the server calls at start and
-// at shutdown, and WaitForWork(), a blocking helper for simulators and tests.
+// thread that touches the catalog: the thread that called Open(). Every method marked "Scheduler
+// thread" checks it (TIER_CHECK: a call from another thread aborts, naming the method), and none
+// may be called from inside the server's PageAllocator (it runs inside Admit and Poll). Nothing a
+// Host method does waits for a disk, a network or a provider: provider calls run on the Host's
+// own provider threads under a deadline, device copies on the transfer engine's stream (CUDA) or
+// worker (CPU), and their completions only post events that Poll() applies. The exceptions are
+// Open() and Close(), which the server calls at start and at shutdown, and WaitForWork(), a
+// blocking helper for simulators and tests.
 //
-// PAGES. Device placement means "the KV pages are still resident in the server's pool". Seal adds
-// a Host reference to each page the checkpoint names; the server must not write a page the Host
-// holds until an Event::kPagesReleased names it. Pages the Host returns through an admission of a
-// Device-resident checkpoint are shared and read-only (copy a partial last page before writing).
-// Restores write only into pages the server hands over through AdmitRequest::allocate_pages.
+// PAGES. Device placement means "the KV pages are still resident in the server's pool". Every
+// pool page is, at any moment, the server's or held by the Host:
+//   - Seal (status ok, not `existed`): each page it names is held by the Host from the call until
+//     an Event::kPagesReleased names it: when the gather into Host is done (a Host placement,
+//     with its kSealed) or when the checkpoint leaves Device (a Device placement: pressure,
+//     Evict, ReportVerification). The server must not write, free or reuse it until then. A page
+//     sealed in several checkpoints is released once, when the last of them lets go of it. A
+//     refused seal (status not ok) takes no page.
+//   - A Device hit (Admission::pages_shared): `pages` are the Host's, shared read-only with the
+//     request from Admit until Release(id); whatever pressure does meanwhile (a demotion queued
+//     before the hit included) they are neither written nor named in kPagesReleased before the
+//     Release. The server must not write them (copy a partial last page before appending), nor
+//     free them: after Release they come back, if ever, through kPagesReleased.
+//   - A Host or Cold restore: `allocate_pages` hands the server's free pages over; the Host writes
+//     them until the admission's event (kAdmissionReady: they are the server's again, with the
+//     restored KV, and the Host keeps no reference: the server frees them itself after Release;
+//     kAdmissionCancelled or kAdmissionRoot: the server's, unwritten or to be overwritten).
+//   - Admission::unused_pages: pages allocate_pages handed over that the admission does not use;
+//     the server's again at once, whatever the state (each id once).
+//   - A root admission writes nothing.
+//
+// STATE. A Device hit's state copy is queued on the engine (Admission::state_copy): wait() on it,
+// or order later work after it, before reading the lane's state buffers. A Host or Cold restore's
+// state copies are done when its kAdmissionReady arrives. Seal reads the state buffers until its
+// kSealed event (or Sealed::copied).
+//
+// IDS. Admission, seal and prefetch ids come from one counter per Host: distinct across the
+// three kinds, never 0, never reused. Events carry the id of what they end.
 //
 // BYTES. Every byte the Host moves is the server's: KV pages gathered from its pool (tier_cuda;
 // the CPU path gives identical bytes), its state buffers (StateImage parts, hidden state,
@@ -150,8 +176,15 @@ struct HostOptions {
   std::string namespace_id;
   // Cost coefficients (prefill, transfers) and the model's shape. Required.
   ModelProfile profile;
-  // The server's pool. Its layout must have tokens_per_page > 0 and at least one layer.
+  // The server's pool. Its layout must have tokens_per_page > 0 and at least one layer, and
+  // `profile` must describe it: the same tokens_per_page, and full_attention_layers + mtp_layers
+  // equal to its layer count (Open is INVALID_ARGUMENT naming both figures otherwise).
   KvPool pool;
+  // Tokens each block id of SealRequest::blocks stands for (the server's hash block size). When
+  // set, Seal refuses (INVALID_ARGUMENT naming the figures) a request whose tokens are not its
+  // full blocks plus at most a partial one: blocks x block_tokens <= tokens < (blocks + 1) x
+  // block_tokens. 0 = unchecked (only blocks <= tokens). A server should set it.
+  uint32_t block_tokens = 0;
   // The transfer engine the pool lives on; null = select one for `device` ("auto", "cpu",
   // "cuda"). Shared: the server may allocate its pool from it before Open.
   std::shared_ptr<device::TransferEngine> engine;
@@ -161,9 +194,12 @@ struct HostOptions {
   uint64_t host_capacity_bytes = 16ull << 30;
   // The hard bound on the Host's pinned memory (physical bytes): Host copies, restores being
   // staged, demotions and seals in progress. 0 = twice host_capacity_bytes / bytes_scale plus
-  // 64 MiB. An operation that finds it full waits (pending) until pressure frees some. Pinned
-  // whole at Open (HostStats::host_pinned_bytes; smaller chunks, or less, when the system does
-  // not give it at once: logged), never on the scheduler thread.
+  // 64 MiB. Pinned whole at Open (HostStats::host_pinned_bytes; smaller chunks, or less, when
+  // the system does not give it at once: logged), never on the scheduler thread. When it is full
+  // a seal, a demotion or a cold restore first lets go of idle Host copies that Cold or Device
+  // back; then a cold restore waits (pending, root reason no_room past its wait), a demotion drops
+  // the Device copy, and a Seal that can be placed neither on Device nor in Host is refused at
+  // once (NO_SPACE naming host_memory_bytes and the figures; see Seal), never left pending.
   uint64_t host_memory_bytes = 0;
   // For simulators: every byte moved stands for this many bytes of the real model in budgets and
   // in the cost model. 1 for a real server.
@@ -173,10 +209,20 @@ struct HostOptions {
   uint32_t max_inflight_restores = 4;
   uint32_t provider_threads = 2;
   // Every provider operation's deadline. Past it the admission prefills from the root (reason
-  // timeout) and what the operation borrowed stays pinned until the provider completes.
+  // timeout) and what the operation borrowed stays pinned until the provider completes. An
+  // admission waits for a cold restore no longer than the root prefill of the checkpoint it
+  // would restore (the cost model's prediction, at least 1 s) within this deadline; after a
+  // restore passed its deadline, cold restores back off (5 s doubling to 60 s, reset by one that
+  // completes): meanwhile cold candidates are skipped (root reason busy, counted in
+  // HostStats::restores_skipped_backing_off).
   uint64_t provider_timeout_ns = 30ull * 1000 * 1000 * 1000;
   // How long Close() waits for provider operations before giving up on them (never a hang).
   uint64_t close_timeout_ns = 30ull * 1000 * 1000 * 1000;
+  // Close() writes the Host copies no cold copy backs to a persistent cold tier
+  // (TIER_CAP_PERSISTENT), most valuable first, within close_timeout_ns, so that a restart
+  // re-adopts what the server parked last (counted in tier_close_flush_total, one log line).
+  // Device-only checkpoints are not written. false = Close() writes nothing new.
+  bool flush_host_at_close = true;
   Policy policy = Policy::kValue;
   ValueLevers value_levers;  // kValue only
   // For simulators: a cold restore is predicted at this read bandwidth over its logical bytes
@@ -188,7 +234,15 @@ struct HostOptions {
   // Shared cold tiers (TIER_CAP_SHARED with probe): look checkpoints other servers spilled up by
   // key at admission when the catalog has nothing as long. At most this many candidate lengths.
   uint32_t max_probe_keys = 256;
+  // Opt-in (a debugging aid, off in production): the pages a Device placement holds are
+  // checksummed at Seal (one gather into Host memory) and checked whenever the Host reads them (a
+  // demotion, a Device hit, gathered again). A server that wrote a page before kPagesReleased named
+  // it gets an error line naming the page and the checkpoint (HostStats::held_page_mismatches);
+  // the checkpoint leaves every tier instead of being served with wrong bytes.
+  bool verify_held_pages = false;
   // The registry the Host and its provider register their metrics in; null = a private one.
+  // Borrowed: it must outlive the Host (Close included). The series stay registered after the
+  // Host is gone, so a Host opened again over the same registry continues them.
   MetricsRegistry* metrics = nullptr;
 
   // ---- GPU path (issue 27) ----------------------------------------------------------------------
@@ -203,7 +257,10 @@ struct HostOptions {
 // The server's destination for a restore: called synchronously inside Admit (or Poll, once the
 // bytes are in Host) with the number of pages the checkpoint needs; fills `pages` with that many
 // distinct free page ids of the pool and returns true, or returns false when it has none. The
-// pages are the request's; the Host only writes into them.
+// pages are the request's; the Host only writes into them. It must not call back into the Host
+// (a TIER_CHECK). True with the wrong pages (too few or many, one twice, one outside the pool) is
+// a server bug: an error line names it, the request prefills from the root (restore_failed) and
+// every id handed over comes back in unused_pages.
 using PageAllocator = std::function<bool(uint32_t page_count, std::vector<uint32_t>* pages)>;
 
 struct AdmitRequest {
@@ -231,6 +288,9 @@ enum class AdmissionState {
 struct Admission {
   uint64_t id = 0;  // pass to Release() once the request is done (kReady only), Cancel()
   AdmissionState state = AdmissionState::kRoot;
+  // kReady: where the state came from. kPending: the tier the candidate is coming from
+  // (kHostRestore, kColdRestore); the event's admission has the final one (a candidate that
+  // fails gives way to a shorter one, or to the root).
   Outcome outcome = Outcome::kRootPrefill;
   RootReason root_reason = RootReason::kNoCheckpoint;
   uint64_t cached_tokens = 0;   // tokens the reused checkpoint covers (kReady)
@@ -309,9 +369,13 @@ struct HostStats {
   uint64_t prefetches = 0, prefetches_used = 0, prefetches_wasted = 0;
   uint64_t prefetch_hidden_ns = 0;
   uint64_t timeouts = 0;  // provider operations that passed their deadline
+  // Cold candidates an admission or prefetch skipped (root reason busy) because cold restores
+  // were backing off after a restore passed its deadline.
+  uint64_t restores_skipped_backing_off = 0;
   uint64_t verified_restores = 0, mismatched_restores = 0;  // ReportVerification calls
-  uint64_t cold_write_bytes = 0;                            // stored bytes written to the cold tier
-  uint64_t cold_write_logical_bytes = 0;                    // the same, logical
+  uint64_t held_page_mismatches = 0;      // verify_held_pages: held pages the server wrote
+  uint64_t cold_write_bytes = 0;          // stored bytes written to the cold tier
+  uint64_t cold_write_logical_bytes = 0;  // the same, logical
   // Spilled KV bytes (logical) that repeat the KV of the checkpoint it extends, when that parent
   // was in Cold at the time: what storing shared pages once would have saved.
   uint64_t cold_write_parent_kv_logical_bytes = 0;
@@ -351,8 +415,10 @@ class Host {
   // bad option, wrong ABI major, a provider that does not answer in time. Server start-up thread;
   // may block (bounded by provider_timeout_ns).
   static Result<std::unique_ptr<Host>> Open(HostOptions options);
-  // Close(): cancels what is pending, waits up to close_timeout_ns for provider operations, closes
+  // Close(): cancels what is pending, writes Host copies to a persistent cold tier
+  // (flush_host_at_close), waits up to close_timeout_ns in all for provider operations, closes
   // the provider; if one never completes it is abandoned (logged), never waited for forever.
+  // Scheduler thread (the one that opened).
   ~Host();
   Host(const Host&) = delete;
   Host& operator=(const Host&) = delete;
@@ -360,23 +426,43 @@ class Host {
   // Looks up the longest checkpoint whose identity is a prefix of request.blocks and starts
   // bringing it to the request: kReady at once for a Device hit, kPending for Host or Cold (an
   // event ends it), kRoot with the reason otherwise. Never blocks. Scheduler thread.
+  // Borrows: `blocks` for the call; `allocate_pages` is called inside this call or a later Poll
+  // (until the admission ends); the lane's `state` buffers are written until the admission's
+  // event (kPending), or by `state_copy` (a Device hit). A ready admission pins its checkpoint
+  // (and a Device hit its pages) until Release(id).
   Admission Admit(const AdmitRequest& request);
   // Ends a pending admission early (an aborted request). Its writes may still be in flight: an
-  // Event::kAdmissionCancelled says when the pages and buffers are the server's again. Returns
-  // false for an unknown or finished id. Scheduler thread.
+  // Event::kAdmissionCancelled says when the pages and buffers are the server's again (its only
+  // event; no kAdmissionReady or kAdmissionRoot follows). Returns false for an unknown, finished
+  // or already cancelled id, and for a prefetch id. Scheduler thread.
   bool Cancel(uint64_t admission_id);
-  // The request that used a ready admission is done: the checkpoint may degrade again.
-  // Scheduler thread.
+  // The request that used a ready admission is done: the checkpoint may degrade again (a Device
+  // hit's pages go back to the Host: see PAGES). Unknown or already released ids are ignored.
+  // Call it after the request's last read of the pages and of state_copy's buffers. Scheduler
+  // thread.
   void Release(uint64_t admission_id);
   // Parks a checkpoint: holds its pages (Device placement) or copies them out (Host), reads its
   // state buffers, and makes room by the policy. Never blocks. Scheduler thread.
+  // Borrows: `blocks`, `server_manifest` for the call; `state` buffers until the kSealed event;
+  // `pages` until kPagesReleased names them (see PAGES). `existed` (the key was sealed already):
+  // only its use time was touched, nothing is taken and no event follows.
+  // Codes (Sealed::status; not ok = nothing taken, no event follows, the pages stay the
+  // server's): INVALID_ARGUMENT for a request that does not fit the pool (pages, tokens, blocks,
+  // state kinds; the message names what), BUSY while a checkpoint of the same key is being
+  // removed, NO_SPACE when it fits neither on Device (device_capacity_bytes, device memory for
+  // its state) nor in Host (host_capacity_bytes without a cold tier, or pinned memory: the
+  // message names host_memory_bytes, what the checkpoint needs and what is in use). A refused
+  // seal is not retried by the Host: the server may seal again after a later Poll() (spills
+  // completing free Host memory) or let the request's state go (its next turn prefills).
   Sealed Seal(const SealRequest& request);
   // A hint that the session with this prefix is likely to return soon (an agent's tool call went
-  // out): starts Cold -> Host for the longest match, admits nothing. Returns the prefetch id, or 0
-  // when there is nothing to fetch (already on Device/Host, no match). Scheduler thread.
+  // out): starts Cold -> Host for the longest match, admits nothing. Returns the prefetch id (an
+  // Event::kPrefetchDone ends it), or 0 when there is nothing to fetch (already on Device/Host, no
+  // match, no cold tier). Borrows `blocks` for the call. Scheduler thread.
   uint64_t Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns);
-  // Removes a checkpoint from every tier (a closed session). False when absent; a checkpoint in
-  // use leaves once released. Scheduler thread.
+  // Removes a checkpoint from every tier (a closed session): hidden from lookups at once; its
+  // Device pages come back through kPagesReleased. False when absent or already leaving; a
+  // checkpoint in use leaves once released. Scheduler thread.
   bool Evict(const tier_key& key);
   // What the server found when it checked the bytes a ready admission brought back (optional; a
   // server that checks should say). Wrong bytes: the checkpoint leaves the catalog and every tier
@@ -385,7 +471,9 @@ class Host {
   void ReportVerification(uint64_t admission_id, bool exact);
 
   // Applies what completed since the last call (provider completions, finished copies, deadlines)
-  // and appends the resulting events to `events`. Never blocks. Scheduler thread.
+  // and appends the resulting events to `events` (every pending admission, seal and prefetch
+  // ends in exactly one event; kPagesReleased as pages come back). Never blocks. Scheduler
+  // thread.
   void Poll(std::vector<Event>* events);
   // A file descriptor that becomes readable when Poll() has provider work to apply (eventfd); copy
   // completions are not signalled: servers Poll() every scheduler iteration. Any thread.
@@ -397,8 +485,9 @@ class Host {
   // past its deadline no longer counts: it only keeps its buffers until the provider ends it).
   bool Busy() const;
 
-  HostStats Stats() const;
+  HostStats Stats() const;  // Scheduler thread.
   // The checkpoint of exactly these blocks, if the catalog has it (and it is not leaving).
+  // Scheduler thread.
   std::optional<CheckpointInfo> Describe(std::span<const uint64_t> blocks) const;
   const HostOptions& options() const;
   // The provider in use ("disk", "null", ...; "" without a cold tier) and its io path.

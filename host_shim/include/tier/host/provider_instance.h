@@ -84,7 +84,8 @@ class ProviderInstance {
   Completion RestoreAndWait(const tier_key& key, std::span<const tier_segment> segments,
                             uint64_t timeout_ns = kDefaultWaitNs);
   static constexpr uint64_t kDefaultWaitNs = 30ull * 1000 * 1000 * 1000;
-  // Accepted spills and restores whose completion has not run yet. Any thread.
+  // Accepted spills and restores whose completion the provider has not delivered yet: 0 inside
+  // (and after) the last one's `done`, so a waiter woken by it reads 0. Any thread.
   uint64_t outstanding() const { return outstanding_->load(); }
   // Leaves the provider instance open and never calls it again (a provider stuck in an
   // operation: closing would wait for it forever); the host services it was handed stay
