@@ -233,8 +233,9 @@ void Run::Configure() {
   options_.profile = SimProfile();
   options_.device_capacity_bytes = checkpoint * kDeviceMultiples[c_->Below(5)];
   options_.host_capacity_bytes = checkpoint * kHostMultiples[c_->Below(4)];
+  // Host copies take whole 4 KiB extents per segment: a small bound is often the one that binds.
   options_.host_memory_bytes =
-      c_->Chance(50) ? 0 : options_.host_capacity_bytes * 2 + 4 * checkpoint;
+      c_->Chance(70) ? 0 : options_.host_capacity_bytes * 2 + (64 << 10) * (1 + c_->Below(8));
   options_.provider_threads = 1;
   options_.max_inflight_restores = 1 + static_cast<uint32_t>(c_->Below(4));
   options_.close_timeout_ns = 10ull * 1000 * 1000 * 1000;
@@ -281,7 +282,13 @@ void Run::Configure() {
     << script_.fail_percent << "%, never " << script_.never_percent << "%, cold capacity "
     << script_.capacity_bytes;
   recent_.push_back(d.str());
-  if (trace_) std::printf("%s\n", d.str().c_str());
+  if (trace_) {
+    std::printf("%s\n", d.str().c_str());
+    SetLogLevel(TIER_LOG_DEBUG);
+    SetLogSink([](tier_log_level, std::string_view line) {
+      std::printf("  %.*s\n", static_cast<int>(line.size()), line.data());
+    });
+  }
 }
 
 bool Run::OpenHost() {
@@ -376,7 +383,7 @@ std::vector<uint64_t> Run::PickBlocks(bool for_seal) {
       for (uint64_t i = 0; i < more; ++i) blocks.push_back(next_block_++);
     }
   } else {
-    const uint64_t n = 1 + c_->Below(c_->Chance(15) ? 40 : 12);
+    const uint64_t n = 1 + c_->Below(c_->Chance(15) ? 30 : 8);
     for (uint64_t i = 0; i < n; ++i) blocks.push_back(next_block_++);
   }
   return blocks;
@@ -415,7 +422,7 @@ void Run::Step() {
     OpCancel();
   } else if (r < 800) {
     OpPrefetch();
-  } else if (r < 830) {
+  } else if (r < 815) {
     OpEvict();
   } else if (r < 850) {
     OpVerify();
