@@ -29,7 +29,7 @@ SimProvider* Self(tier_instance* instance) {
 
 // Counts a call as executing for the quiescence check of the run.
 struct Running {
-  explicit Running(SimProvider* p) : p(p) { p->Enter(); }
+  Running(SimProvider* p, SimProvider::Lane lane) : p(p) { p->Enter(lane); }
   ~Running() { p->Leave(); }
   SimProvider* p;
 };
@@ -62,44 +62,44 @@ tier_status Info(tier_instance*, tier_info* out, tier_error* error) {
 
 tier_status StatsCall(tier_instance* instance, tier_stats* out, tier_error* error) {
   if (out == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "stats");
-  Running r(Self(instance));
+  Running r(Self(instance), SimProvider::Lane::kNone);
   return Self(instance)->Stats(out);
 }
 
 tier_status StatCall(tier_instance* instance, const tier_key* key, tier_stat_result* out,
                      tier_segment_info* segments, uint32_t capacity, tier_error* error) {
-  Running r(Self(instance));
+  Running r(Self(instance), SimProvider::Lane::kParallel);
   return Self(instance)->Stat(key, out, segments, capacity, error);
 }
 
 tier_status SpillCall(tier_instance* instance, const tier_key* key, const tier_segment* segments,
                       uint32_t count, tier_done_fn done, void* user, tier_error* error) {
-  Running r(Self(instance));
+  Running r(Self(instance), SimProvider::Lane::kSerial);
   return Self(instance)->Spill(key, segments, count, done, user, error);
 }
 
 tier_status RestoreCall(tier_instance* instance, const tier_key* key, const tier_segment* segments,
                         uint32_t count, tier_done_fn done, void* user, tier_error* error) {
-  Running r(Self(instance));
+  Running r(Self(instance), SimProvider::Lane::kSerial);
   return Self(instance)->Restore(key, segments, count, done, user, error);
 }
 
 tier_status RemoveCall(tier_instance* instance, const tier_key* key, tier_error* error) {
-  Running r(Self(instance));
+  Running r(Self(instance), SimProvider::Lane::kSerial);
   return Self(instance)->Remove(key, error);
 }
 
 tier_status EnumerateCall(tier_instance* instance, tier_enumerate_fn fn, void* user,
                           tier_error* error) {
   if (fn == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "enumerate");
-  Running r(Self(instance));
+  Running r(Self(instance), SimProvider::Lane::kNone);
   return Self(instance)->Enumerate(fn, user);
 }
 
 tier_status PlanCall(tier_instance* instance, const tier_key* key, uint64_t prefill_ns,
                      tier_plan* out, tier_error* error) {
   if (key == nullptr || out == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "plan");
-  Running r(Self(instance));
+  Running r(Self(instance), SimProvider::Lane::kParallel);
   return Self(instance)->Plan(key, prefill_ns, out);
 }
 
@@ -155,9 +155,47 @@ bool SimProvider::opened() const {
   std::lock_guard<std::mutex> lock(mu_);
   return open_;
 }
-void SimProvider::Enter() {
+void SimProvider::Enter(Lane lane) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!armed_ || lane == Lane::kNone) {
+    ++executing_;
+    return;
+  }
+  const int l = static_cast<int>(lane);
+  ++blocked_[l];
+  turn_cv_.wait(lock, [&] { return turns_[l] > 0 || !armed_; });
+  if (turns_[l] > 0) {
+    --turns_[l];  // ReleaseOne() moved this call from blocked_ to executing_
+  } else {
+    --blocked_[l];  // disarmed
+    ++executing_;
+  }
+}
+
+void SimProvider::Arm(bool armed) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = armed;
+  }
+  turn_cv_.notify_all();
+}
+
+size_t SimProvider::blocked(Lane lane) const {
   std::lock_guard<std::mutex> lock(mu_);
-  ++executing_;
+  return blocked_[static_cast<int>(lane)];
+}
+
+bool SimProvider::ReleaseOne(Lane lane) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int l = static_cast<int>(lane);
+    if (blocked_[l] == 0) return false;
+    --blocked_[l];
+    ++turns_[l];
+    ++executing_;
+  }
+  turn_cv_.notify_all();
+  return true;
 }
 void SimProvider::Leave() {
   std::lock_guard<std::mutex> lock(mu_);

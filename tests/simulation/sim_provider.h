@@ -16,6 +16,7 @@
 
 #include <tier_provider.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -70,8 +71,16 @@ class SimProvider {
   void DeliverAll();
   // Accepted operations whose completion has not run, never ones included.
   size_t accepted() const;
-  // Calls of the provider running right now (on the Host's threads).
+  // Calls of the provider running right now (on the Host's threads), not counting blocked ones.
   size_t executing() const;
+  // While armed, every spill, restore and remove (the Host's serial call lane) and every
+  // plan_restore and stat (its parallel lane) waits at entry until the run lets it in, one at a
+  // time: the Host's two call threads then answer in an order the run decides, not the
+  // scheduler of the machine. Disarmed, calls run at once (Open, Close).
+  enum class Lane { kSerial = 0, kParallel = 1, kNone = 2 };
+  void Arm(bool armed);
+  size_t blocked(Lane lane) const;
+  bool ReleaseOne(Lane lane);
   bool opened() const;
 
   // ---- the ABI, called through Table() -----------------------------------------------------
@@ -95,7 +104,7 @@ class SimProvider {
   tier_status Enumerate(tier_enumerate_fn fn, void* user);
   tier_status Plan(const tier_key* key, uint64_t prefill_ns, tier_plan* out);
   void MarkOpen(bool open);
-  void Enter();
+  void Enter(Lane lane);
   void Leave();
 
  private:
@@ -114,6 +123,10 @@ class SimProvider {
   size_t executing_ = 0;                   // guarded by mu_
   std::map<std::string, uint32_t> asked_;  // key bytes + kind -> calls so far; guarded by mu_
   bool open_ = false;                      // guarded by mu_
+  bool armed_ = false;                     // guarded by mu_
+  size_t blocked_[2] = {0, 0};             // calls waiting at entry, per lane; guarded by mu_
+  size_t turns_[2] = {0, 0};               // entries granted, not yet taken; guarded by mu_
+  std::condition_variable turn_cv_;
 };
 
 }  // namespace tier::simulation

@@ -134,6 +134,7 @@ class Run {
   void OpVerify();
   void OpDeliver();
   void OpRunCopies();
+  void RunAllCopies();
   void OpRestart();
   void OpTimeout();
   void Drain();
@@ -196,6 +197,7 @@ class Run {
 
 Run::~Run() {
   if (host_ != nullptr) {
+    provider_->Arm(false);
     gate_->Set(true);
     if (provider_ != nullptr) provider_->DeliverAll();
     host_.reset();
@@ -234,9 +236,15 @@ void Run::Configure() {
   options_.device_capacity_bytes = checkpoint * kDeviceMultiples[c_->Below(5)];
   options_.host_capacity_bytes = checkpoint * kHostMultiples[c_->Below(4)];
   // Host copies take whole 4 KiB extents per segment: a small bound is often the one that binds.
+  // (The Host frees copies on a thread of its own: whether a full arena has room yet depends on
+  // it, so a run with a small bound may not replay exactly.)
   options_.host_memory_bytes =
       c_->Chance(70) ? 0 : options_.host_capacity_bytes * 2 + (64 << 10) * (1 + c_->Below(8));
+  if (!faults_) options_.host_memory_bytes = 0;
   options_.provider_threads = 1;
+  // The restore cost from a model, not from the wall time held completions took: a run's
+  // decisions must not depend on how fast the machine ran it.
+  options_.model_cold_read_bytes_per_second = 2e9;
   options_.max_inflight_restores = 1 + static_cast<uint32_t>(c_->Below(4));
   options_.close_timeout_ns = 10ull * 1000 * 1000 * 1000;
   static const Policy kPolicies[] = {Policy::kValue, Policy::kLru, Policy::kGdsf};
@@ -295,12 +303,14 @@ bool Run::OpenHost() {
   auto host = Host::Open(options_);
   if (!host.ok()) return Fail("Host::Open: " + host.status().ToString());
   host_ = std::move(host).value();
+  provider_->Arm(true);
   return true;
 }
 
 // Close: the provider finishes what it holds (on its own thread), the Host closes, and every page
 // and buffer it had is the server's again (Close ends everything; no event follows it).
 void Run::CloseHost() {
+  provider_->Arm(false);
   gate_->Set(true);
   provider_->DeliverAll();
   host_.reset();
@@ -405,6 +415,7 @@ bool Run::Allocate(AdmissionRec* rec, uint32_t n, std::vector<uint32_t>* pages) 
 // ---- steps ----------------------------------------------------------------------------------
 
 void Run::Step() {
+  Quiesce();  // what the provider holds, and what the next Poll applies, is the run's alone
   const uint64_t r = c_->Below(1000);
   if (r < 170) {
     OpSeal(false);
@@ -539,7 +550,7 @@ void Run::OpAdmit() {
     return;
   }
   lane_user_[lane] = adm.id == 0 ? ~0ull : adm.id;
-  op_ += std::string(": ") +
+  op_ += ": id " + std::to_string(adm.id) + " " +
          (adm.state == AdmissionState::kReady     ? "ready"
           : adm.state == AdmissionState::kPending ? "pending"
           : adm.state == AdmissionState::kRoot    ? "root "
@@ -574,11 +585,7 @@ void Run::OpPoll() {
 void Run::OpSettle() {
   op_ = "settle";
   for (int round = 0; round < 64 && !failed_; ++round) {
-    if (gated_) {
-      gate_->Set(true);
-      (void)engine_->Synchronize();
-      gate_->Set(false);
-    }
+    RunAllCopies();
     Quiesce();
     std::vector<Event> events;
     host_->Poll(&events);
@@ -655,7 +662,8 @@ void Run::OpVerify() {
   std::advance(it, static_cast<std::ptrdiff_t>(c_->Below(ready_.size())));
   AdmissionRec* rec = it->second.get();
   const bool exact = !c_->Chance(30);
-  op_ = "report " + std::string(exact ? "exact " : "wrong ") + std::to_string(rec->id);
+  op_ = "report " + std::string(exact ? "exact " : "wrong ") + std::to_string(rec->id) + " (" +
+        KeyHex(PrefixKey(kNamespace, known_[rec->key].blocks)) + ")";
   host_->ReportVerification(rec->id, exact);
   if (exact) return;
   Known& k = known_[rec->key];
@@ -681,9 +689,14 @@ void Run::OpDeliver() {
 void Run::OpRunCopies() {
   if (!gated_) return;
   op_ = "run copies";
+  RunAllCopies();
+}
+
+// Every copy queued on the engine runs to its end; later ones wait at the gate again.
+void Run::RunAllCopies() {
   gate_->Set(true);
   (void)engine_->Synchronize();
-  gate_->Set(false);
+  if (gated_) gate_->Set(false);
 }
 
 // Lets every provider call outstanding now pass its deadline (seeds with never-completing
@@ -869,9 +882,8 @@ void Run::OnReady(AdmissionRec* rec, const Admission& a) {
   for (uint32_t p : a.unused_pages) MaybeFree(p);
   if (a.pages_shared) {
     ++counts_.device_hits;
-    gate_->Set(true);
+    RunAllCopies();  // the state copy and everything queued before it, nothing after
     const Status copied = rec->state_copy.Wait();
-    if (gated_) gate_->Set(false);
     if (!copied.ok()) {
       Fail("a Device hit's state copy failed: " + copied.ToString());
       return;
@@ -899,7 +911,8 @@ void Run::OnReady(AdmissionRec* rec, const Admission& a) {
     return;
   }
   if (match->revoked) {
-    Fail("a checkpoint reported wrong (ReportVerification false) was served again");
+    Fail("admission " + std::to_string(a.id) + " (" + OutcomeName(a.outcome) + ", " +
+         KeyHex(a.key) + ") served a checkpoint reported wrong (ReportVerification false)");
     return;
   }
   lanes_[rec->lane]->content = match->state;
@@ -921,19 +934,33 @@ void Run::OnReady(AdmissionRec* rec, const Admission& a) {
 // applies is a function of the run alone.
 void Run::Quiesce() {
   if (host_ == nullptr) return;
-  for (int spin = 0; spin < 200000; ++spin) {
+  using Lane = SimProvider::Lane;
+  const auto start = std::chrono::steady_clock::now();
+  auto waited = [&] { return std::chrono::steady_clock::now() - start; };
+  for (int spin = 0; waited() < std::chrono::seconds(10); ++spin) {
     if (provider_->executing() == 0) {
+      // The serial lane (spill, restore, remove) goes first whenever it has a call waiting.
+      if (provider_->ReleaseOne(Lane::kSerial)) continue;
       uint64_t queued = 0;
       const int fd = host_->event_fd();
       if (fd >= 0 && ::read(fd, &queued, sizeof(queued)) == sizeof(queued)) {
         [[maybe_unused]] const ssize_t n = ::write(fd, &queued, sizeof(queued));
       }
-      if (host_->Stats().inflight_provider_ops <= provider_->accepted() + queued) return;
+      const size_t parallel = provider_->blocked(Lane::kParallel);
+      const bool settled =
+          host_->Stats().inflight_provider_ops <= provider_->accepted() + queued + parallel;
+      // A parallel call goes in once nothing else can arrive first (or, when more wait behind
+      // it in its lane, after a grace far longer than a thread takes to reach the provider).
+      if (parallel > 0 && (settled || waited() > std::chrono::milliseconds(2))) {
+        provider_->ReleaseOne(Lane::kParallel);
+        continue;
+      }
+      if (settled) return;
     }
     if (spin < 100) {
       std::this_thread::yield();
     } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
 }

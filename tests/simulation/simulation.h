@@ -30,8 +30,10 @@ struct SimOutcome {
 };
 
 // Runs up to `steps` steps (fewer when `choices` runs out) and the final drain. Without `faults`
-// the provider never refuses, fails or stalls (no wall-clock deadline or back-off is involved, so
-// the run is a function of the seed alone).
+// the provider never refuses, fails or stalls and Host memory is the default bound: then no
+// wall-clock deadline, spill back-off or the Host's own freeing thread decides anything, and the
+// run is a function of the seed alone. With faults a replay follows the same steps as long as
+// those fall the same way (they mostly do: the steps take microseconds, the back-off 1 s).
 SimOutcome RunSimulation(uint64_t seed, uint64_t steps, Choices* choices, bool faults = true);
 
 // The path of libtier_sim_bridge.so; set before the first run (the test gets it from CMake).
