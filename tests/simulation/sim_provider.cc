@@ -176,6 +176,7 @@ void SimProvider::Arm(bool armed) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     armed_ = armed;
+    holding_ = armed;
   }
   turn_cv_.notify_all();
 }
@@ -265,13 +266,13 @@ tier_status SimProvider::Submit(bool restore, const tier_key* key, const tier_se
       static const tier_status kRestoreErrors[3] = {TIER_IO_ERROR, TIER_DATA_LOSS, TIER_DATA_LOSS};
       p.result = restore ? kRestoreErrors[third] : kSpillErrors[third];
     }
-    const uint32_t when = (fate >> 24) % 100;
+    const uint32_t when = holding_ ? (fate >> 24) % 100 : 100;  // not holding: complete now
     if (when < script_.never_percent) {
       p.never = true;
       never_.push_back(std::move(p));
       return TIER_OK;
     }
-    now = when < script_.never_percent + script_.inline_percent;
+    now = when >= 100 || when < script_.never_percent + script_.inline_percent;
     if (!now) {
       held_.push_back(std::move(p));
       return TIER_OK;

@@ -76,7 +76,8 @@ class SimProvider {
   // While armed, every spill, restore and remove (the Host's serial call lane) and every
   // plan_restore and stat (its parallel lane) waits at entry until the run lets it in, one at a
   // time: the Host's two call threads then answer in an order the run decides, not the
-  // scheduler of the machine. Disarmed, calls run at once (Open, Close).
+  // scheduler of the machine. Disarmed, calls run at once and complete inside the call (Open,
+  // Close: nobody would deliver a held completion).
   enum class Lane { kSerial = 0, kParallel = 1, kNone = 2 };
   void Arm(bool armed);
   size_t blocked(Lane lane) const;
@@ -124,6 +125,7 @@ class SimProvider {
   std::map<std::string, uint32_t> asked_;  // key bytes + kind -> calls so far; guarded by mu_
   bool open_ = false;                      // guarded by mu_
   bool armed_ = false;                     // guarded by mu_
+  bool holding_ = false;                   // completions may be held; guarded by mu_
   size_t blocked_[2] = {0, 0};             // calls waiting at entry, per lane; guarded by mu_
   size_t turns_[2] = {0, 0};               // entries granted, not yet taken; guarded by mu_
   std::condition_variable turn_cv_;

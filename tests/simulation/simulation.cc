@@ -112,7 +112,9 @@ struct SealRec {
 
 class Run {
  public:
-  Run(uint64_t seed, Choices* choices, bool faults) : seed_(seed), c_(choices), faults_(faults) {}
+  Run(uint64_t seed, Choices* choices, bool faults) : seed_(seed), c_(choices), faults_(faults) {
+    g_log.Take();  // lines of an earlier run are not this one's
+  }
   ~Run();
   SimOutcome Go(uint64_t steps);
 
@@ -168,6 +170,7 @@ class Run {
   std::string op_ = "open";
   std::deque<std::string> recent_;
   bool failed_ = false;
+  bool stalled_ = false;
   std::string failure_;
   SimCounts counts_;
   uint64_t content_counter_ = 0, next_block_ = 1;
@@ -199,7 +202,7 @@ Run::~Run() {
   if (host_ != nullptr) {
     provider_->Arm(false);
     gate_->Set(true);
-    if (provider_ != nullptr) provider_->DeliverAll();
+    provider_->DeliverAll();
     host_.reset();
   }
 }
@@ -957,6 +960,9 @@ void Run::Quiesce() {
       }
       if (settled) return;
     }
+    if (waited() > std::chrono::seconds(9)) {
+      stalled_ = true;  // reported by the test: the Host's threads did not come to rest
+    }
     if (spin < 100) {
       std::this_thread::yield();
     } else {
@@ -1063,6 +1069,7 @@ SimOutcome Run::Go(uint64_t steps) {
   }
   counts_.steps = step_;
   counts_.forced_copies = gate_->forced;
+  counts_.stalls = stalled_ ? 1 : 0;
   SimOutcome out;
   out.ok = !failed_;
   out.failure = failure_;
@@ -1089,6 +1096,7 @@ void SimCounts::Add(const SimCounts& o) {
   deliveries += o.deliveries;
   pages_released += o.pages_released;
   forced_copies += o.forced_copies;
+  stalls += o.stalls;
 }
 
 std::string SimCounts::ToString() const {
@@ -1100,6 +1108,8 @@ std::string SimCounts::ToString() const {
       << readopted_checked << " re-adoptions checked), " << deliveries
       << " held completions delivered, " << pages_released << " pages released";
   if (forced_copies > 0) out << ", " << forced_copies << " copies forced past the gate";
+  if (stalls > 0)
+    out << ", " << stalls << " runs whose provider calls did not come to rest in 10 s";
   return out.str();
 }
 

@@ -17,7 +17,7 @@ namespace tier::simulation {
 struct SimCounts {
   uint64_t steps = 0, seals = 0, admits = 0, device_hits = 0, host_restores = 0, cold_restores = 0,
            roots = 0, cancels = 0, prefetches = 0, evicts = 0, restarts = 0, readopted_checked = 0,
-           deliveries = 0, pages_released = 0, forced_copies = 0;
+           deliveries = 0, pages_released = 0, forced_copies = 0, stalls = 0;
   uint64_t trace = 0;  // a digest of every step and what the Host answered (not summed)
   void Add(const SimCounts& o);
   std::string ToString() const;

@@ -36,7 +36,13 @@ TEST_F(Simulation, RandomRunsKeepEveryPromiseOfTheHost) {
   const auto start = std::chrono::steady_clock::now();
   for (uint64_t seed = first; seed < first + seeds && failures < 3; ++seed) {
     SeededChoices choices(seed);
+    const auto seed_start = std::chrono::steady_clock::now();
     const SimOutcome out = RunSimulation(seed, ops, &choices);
+    const double seed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - seed_start).count();
+    if (seed_s > 2) {
+      std::printf("seed %llu took %.1f s\n", static_cast<unsigned long long>(seed), seed_s);
+    }
     total.Add(out.counts);
     if (!out.ok) {
       ++failures;
