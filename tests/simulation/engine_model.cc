@@ -49,7 +49,9 @@ ModelProfile SimProfile() {
   p.state_image = {{"recurrent", kStateBytes[0]}, {"conv", kStateBytes[1]}};
   p.hidden_state_bytes = kStateBytes[2];
   p.prefill_chunk_tokens = 2048;
-  p.prefill_chunk_ns = 1e6;
+  // A prefill of at least 2 s: a restore's wait is bounded by the prefill it replaces, and a
+  // held completion must not meet that bound while the run takes its next steps.
+  p.prefill_chunk_ns = 2e9;
   p.prefill_token_ns = 1e5;
   p.attention_pair_ns = 10;
   p.decode_token_ns = 1e6;

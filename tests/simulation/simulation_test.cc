@@ -32,6 +32,8 @@ TEST_F(Simulation, RandomRunsKeepEveryPromiseOfTheHost) {
   const uint64_t seeds = replay ? 1 : EnvOr("TIER_SIM_SEEDS", 200);
   const uint64_t ops = EnvOr("TIER_SIM_OPS", 1000);
   SimCounts total;
+  std::string known_first[kKnownCount];
+  uint64_t known_seeds[kKnownCount] = {};
   int failures = 0;
   const auto start = std::chrono::steady_clock::now();
   for (uint64_t seed = first; seed < first + seeds && failures < 3; ++seed) {
@@ -44,6 +46,11 @@ TEST_F(Simulation, RandomRunsKeepEveryPromiseOfTheHost) {
       std::printf("seed %llu took %.1f s\n", static_cast<unsigned long long>(seed), seed_s);
     }
     total.Add(out.counts);
+    for (int k = 0; k < kKnownCount; ++k) {
+      if (out.known[k].empty()) continue;
+      if (known_first[k].empty()) known_first[k] = out.known[k];
+      ++known_seeds[k];
+    }
     if (!out.ok) {
       ++failures;
       ADD_FAILURE() << out.failure;
@@ -57,6 +64,14 @@ TEST_F(Simulation, RandomRunsKeepEveryPromiseOfTheHost) {
   std::printf("simulation: seeds %llu..%llu, %s; %.1f s\n", static_cast<unsigned long long>(first),
               static_cast<unsigned long long>(first + seeds - 1), total.ToString().c_str(),
               seconds);
+  for (int k = 0; k < kKnownCount; ++k) {
+    if (known_seeds[k] == 0) continue;
+    std::printf(
+        "known finding (README.md; TIER_SIM_STRICT=1 fails on it): %s, in %llu seeds, "
+        "first: %s\n",
+        KnownName(static_cast<Known>(k)), static_cast<unsigned long long>(known_seeds[k]),
+        known_first[k].c_str());
+  }
   EXPECT_GT(total.steps, 0u);
 }
 
