@@ -29,7 +29,7 @@ std::string g_bridge_path;
 const char kNamespace[] = "simulation";
 constexpr int kLanes = 4;
 constexpr uint64_t kLongTimeoutNs = 3600ull * 1000 * 1000 * 1000;
-constexpr uint64_t kShortTimeoutNs = 60ull * 1000 * 1000;
+constexpr uint64_t kShortTimeoutNs = 20ull * 1000 * 1000;
 
 std::string KeyOf(std::span<const uint64_t> blocks) {
   const tier_key k = PrefixKey(kNamespace, blocks);
@@ -318,6 +318,12 @@ void Run::Configure() {
 
 bool Run::OpenHost() {
   auto host = Host::Open(options_);
+  // The short deadline of seeds with never-completing operations also bounds the provider's
+  // open: on a loaded machine it may not make it, and the deadline doubles (for the whole run).
+  while (!host.ok() && options_.provider_timeout_ns < kLongTimeoutNs / 64) {
+    options_.provider_timeout_ns *= 2;
+    host = Host::Open(options_);
+  }
   if (!host.ok()) return Fail("Host::Open: " + host.status().ToString());
   host_ = std::move(host).value();
   provider_->Arm(true);
@@ -721,7 +727,7 @@ void Run::RunAllCopies() {
 void Run::OpTimeout() {
   if (script_.never_percent == 0 || provider_->accepted() == provider_->held()) return;
   op_ = "wait past the provider deadline";
-  std::this_thread::sleep_for(std::chrono::nanoseconds(kShortTimeoutNs * 3 / 2));
+  std::this_thread::sleep_for(std::chrono::nanoseconds(options_.provider_timeout_ns * 3 / 2));
   OpPoll();
 }
 
@@ -976,7 +982,7 @@ void Run::Quiesce() {
           host_->Stats().inflight_provider_ops <= provider_->accepted() + queued + parallel;
       // A parallel call goes in once nothing else can arrive first (or, when more wait behind
       // it in its lane, after a grace far longer than a thread takes to reach the provider).
-      if (parallel > 0 && (settled || waited() > std::chrono::milliseconds(2))) {
+      if (parallel > 0 && (settled || waited() > std::chrono::microseconds(500))) {
         provider_->ReleaseOne(Lane::kParallel);
         continue;
       }

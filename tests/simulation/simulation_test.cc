@@ -1,7 +1,9 @@
 // The seeded simulation of the Host (simulation.h) under ctest. Knobs (environment):
 //   TIER_SIM_SEED=S       run only seed S (a failure's replay; prints what it did)
-//   TIER_SIM_SEEDS=N      seeds to run (default below), from TIER_SIM_FIRST_SEED (default 1)
+//   TIER_SIM_SEEDS=N      seeds to run (default 400), from TIER_SIM_FIRST_SEED (default 1)
 //   TIER_SIM_OPS=N        steps per seed (default 1000)
+//   TIER_SIM_STRICT=1     fail on the known findings too (README.md)
+//   TIER_SIM_TRACE=1      print every step and the Host's debug log
 // A failure prints the seed, the step, the last steps and the Host's last log lines, and the
 // command that replays it.
 #include <gtest/gtest.h>
@@ -9,8 +11,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
+#include "fuzz_target.h"
 #include "simulation.h"
 
 namespace tier::simulation::test {
@@ -29,7 +36,7 @@ class Simulation : public ::testing::Test {
 TEST_F(Simulation, RandomRunsKeepEveryPromiseOfTheHost) {
   const bool replay = std::getenv("TIER_SIM_SEED") != nullptr;
   const uint64_t first = replay ? EnvOr("TIER_SIM_SEED", 1) : EnvOr("TIER_SIM_FIRST_SEED", 1);
-  const uint64_t seeds = replay ? 1 : EnvOr("TIER_SIM_SEEDS", 200);
+  const uint64_t seeds = replay ? 1 : EnvOr("TIER_SIM_SEEDS", 400);
   const uint64_t ops = EnvOr("TIER_SIM_OPS", 1000);
   SimCounts total;
   std::string known_first[kKnownCount];
@@ -87,6 +94,25 @@ TEST_F(Simulation, ASeedReplaysTheSameRun) {
     EXPECT_EQ(first.counts.trace, second.counts.trace) << "seed " << seed << " ran differently";
     EXPECT_EQ(first.counts.ToString(), second.counts.ToString());
   }
+}
+
+// The fuzz target's committed inputs (tests/fuzz/corpus/simulation, and anything a fuzzer found,
+// tests/fuzz/regressions/simulation) run in every build through the same interpreter.
+TEST_F(Simulation, FuzzInputsKeepEveryPromiseOfTheHost) {
+  int inputs = 0;
+  for (const char* dir : {"corpus/simulation", "regressions/simulation"}) {
+    const std::filesystem::path path = std::filesystem::path(TIER_SIM_CORPUS) / dir;
+    if (!std::filesystem::is_directory(path)) continue;
+    for (const auto& entry : std::filesystem::directory_iterator(path)) {
+      std::ifstream in(entry.path(), std::ios::binary);
+      const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                       std::istreambuf_iterator<char>());
+      const SimOutcome out = RunFromBytes(bytes.data(), bytes.size());
+      EXPECT_TRUE(out.ok) << entry.path() << ": " << out.failure;
+      ++inputs;
+    }
+  }
+  EXPECT_GT(inputs, 0) << "no inputs under " << TIER_SIM_CORPUS << "/corpus/simulation";
 }
 
 }  // namespace
