@@ -40,7 +40,13 @@ ColdTier::ColdTier(std::unique_ptr<ProviderInstance> instance, EventQueue* queue
       threads_(std::make_unique<CallThreads>(options.threads, kMaxQueuedCalls)) {}
 
 ColdTier::~ColdTier() {
-  if (abandoned_) return;
+  if (abandoned_) {
+    // Its threads may still run provider code (through this object): never freed, never closed
+    // (close() would wait for the stuck operation). The owner leaks this object (see Abandon).
+    (void)threads_.release();
+    (void)instance_.release();
+    return;
+  }
   TIER_CHECK(unsettled() == 0);
   threads_.reset();
   instance_->Close();
@@ -48,9 +54,9 @@ ColdTier::~ColdTier() {
 
 void ColdTier::Abandon() {
   abandoned_ = true;
+  // The members stay as they are: a call thread still running reads instance_ and threads_
+  // (releasing them here raced with those reads).
   threads_->Abandon();
-  (void)threads_.release();   // its threads may still run provider code: never freed
-  (void)instance_.release();  // never closed: close() would wait for the stuck operation
 }
 
 bool ColdTier::has_probe() const {

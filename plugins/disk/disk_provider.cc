@@ -291,18 +291,22 @@ Status DiskProvider::Remove(const tier_key* key) {
   }
   const KeyBytes k = ToKey(key);
   Status status;
+  std::shared_ptr<Entry> entry;
   {
     std::lock_guard lock(mu_);
-    std::shared_ptr<Entry> entry = index_.Find(k);
+    entry = index_.Find(k);
     if (!entry) {
       status = Status(TIER_NOT_FOUND, "disk: remove: no checkpoint with this key");
     } else {
       // Unlink first: a restore already accepted holds its own descriptor and keeps reading; the
-      // budget is released when it unpins.
+      // budget is released when it unpins. This remove pins it too, until the unlink is durable:
+      // a spill taking the bytes earlier could leave the directory over capacity after a power
+      // loss brings the unlinked file back.
       const int rc = ops_->UnlinkAt(dir_.dir_fd, entry->file_name.c_str(), 0);
       if (rc < 0 && rc != -ENOENT) {
         status = ErrnoStatus(-rc, "remove: unlink '" + entry->file_name + "'");
       } else {
+        index_.Pin(entry.get());
         index_.Detach(k);
       }
     }
@@ -317,6 +321,10 @@ Status DiskProvider::Remove(const tier_key* key) {
                              " (the removed checkpoint may reappear after a "
                              "power loss)");
     }
+  }
+  if (status.ok()) {
+    std::lock_guard lock(mu_);
+    index_.Unpin(entry.get());  // the bytes are released here unless a restore still reads it
   }
   metrics_->Remove(status.code());
   if (status.ok()) {

@@ -155,6 +155,32 @@ TEST(FaultInjection, RemoveSyncsTheDirectoryOnlyUnderFdatasync) {
   }
 }
 
+// A remove under fdatasync holds its bytes until its unlink is durable: a spill that took them
+// earlier could leave the directory over capacity after a power loss brings the file back
+// (found by tests/powerloss; the header's used_bytes <= capacity_bytes).
+TEST(FaultInjection, RemoveKeepsItsBytesUntilItsUnlinkIsDurable) {
+  Rig probe;
+  ASSERT_EQ(SpillSync(*probe.p, MakeKey(7), probe.cp).status, TIER_OK);
+  const uint64_t one = probe.Stats().used_bytes;
+  // Room for one checkpoint (and a half), not two.
+  Rig rig(Options().Set("capacity_bytes", std::to_string(one + one / 2)));
+  ASSERT_EQ(SpillSync(*rig.p, MakeKey(7), rig.cp).status, TIER_OK);
+  rig.fs->HoldNextDirSync();
+  const tier_key key = MakeKey(7);
+  Status removed;
+  std::thread remover([&] { removed = rig.p->Remove(&key); });
+  ASSERT_TRUE(rig.fs->WaitDirSyncHeld(30000)) << "the remove never synced its directory";
+  EXPECT_GE(rig.Stats().used_bytes, one) << "the remove gave its bytes back before its sync";
+  Checkpoint other = StandardCheckpoint(8, 2);
+  const Done early = SpillSync(*rig.p, MakeKey(8), other);
+  EXPECT_EQ(early.status, TIER_NO_SPACE) << "a spill took the bytes of a remove not yet durable";
+  rig.fs->ReleaseDirSync();
+  remover.join();
+  EXPECT_TRUE(removed.ok()) << removed.message();
+  EXPECT_EQ(rig.Stats().used_bytes, 0u);
+  EXPECT_EQ(SpillSync(*rig.p, MakeKey(8), other).status, TIER_OK);
+}
+
 TEST(FaultInjection, RemoveWhoseDirectorySyncFailsStillRemoves) {
   Rig rig;
   ASSERT_EQ(SpillSync(*rig.p, MakeKey(7), rig.cp).status, TIER_OK);

@@ -49,8 +49,35 @@ int FaultyFileOps::FDataSync(int fd) {
   return real_.FDataSync(fd);
 }
 
+void FaultyFileOps::HoldNextDirSync() {
+  std::lock_guard lock(mu_);
+  hold_next_dir_sync_ = true;
+  dir_sync_held_ = dir_sync_released_ = false;
+}
+
+bool FaultyFileOps::WaitDirSyncHeld(int timeout_ms) {
+  std::unique_lock lock(mu_);
+  return held_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                           [&] { return dir_sync_held_; });
+}
+
+void FaultyFileOps::ReleaseDirSync() {
+  std::lock_guard lock(mu_);
+  dir_sync_released_ = true;
+  held_cv_.notify_all();
+}
+
 int FaultyFileOps::FSyncDir(int dirfd) {
   if (const int e = Check(FsOp::kFSyncDir); e < 0) return e;
+  {
+    std::unique_lock lock(mu_);
+    if (hold_next_dir_sync_) {
+      hold_next_dir_sync_ = false;
+      dir_sync_held_ = true;
+      held_cv_.notify_all();
+      held_cv_.wait_for(lock, std::chrono::seconds(60), [&] { return dir_sync_released_; });
+    }
+  }
   return real_.FSyncDir(dirfd);
 }
 

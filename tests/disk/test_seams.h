@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -36,6 +37,11 @@ class FaultyFileOps final : public FileOps {
  public:
   void Fail(FsOp op, int nth, int err);
   int calls(FsOp op) const;
+  // The next directory fsync waits (before syncing) until ReleaseDirSync(); WaitDirSyncHeld
+  // returns once a call is waiting (false after `timeout_ms`).
+  void HoldNextDirSync();
+  bool WaitDirSyncHeld(int timeout_ms);
+  void ReleaseDirSync();
 
   int OpenAt(int dirfd, const char* name, int flags, mode_t mode) override;
   int Close(int fd) override { return real_.Close(fd); }
@@ -72,6 +78,8 @@ class FaultyFileOps final : public FileOps {
   std::vector<Rule> rules_;
   std::map<FsOp, int> calls_;
   int64_t reported_free_bytes_ = -1;  // -1: the real value
+  std::condition_variable held_cv_;
+  bool hold_next_dir_sync_ = false, dir_sync_held_ = false, dir_sync_released_ = false;
 };
 
 // Wraps a backend. Reads or writes can fail (nth, -errno or a short count) or be held at a gate.

@@ -146,7 +146,10 @@ class LivePrometheus : public ::testing::Test {
     replay_ = new LingeringReplay(dir);
     replay_started_ = Seconds();
     if (!replay_->Start(TIER_HOST, server, metrics_port_,
-                        {"--workload", "agents", "--sessions", "6", "--wait-for-scrape", "120"},
+                        {"--workload", "agents", "--sessions", "6", "--wait-for-scrape", "120",
+                         // model: restore-or-root by the modelled cost, not by a probe of a
+                         // disk that a loaded CI machine makes look slow (then nothing restores)
+                         "--restore-cost", "model"},
                         240, &error)) {
       *setup_error_ = error + "\n--- prometheus stderr\n" + ReadFile(dir + "/prometheus.err");
       return;

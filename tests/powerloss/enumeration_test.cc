@@ -285,6 +285,7 @@ TEST_P(PowerLossEnumeration, OneRemove) {
         f.removing = true;
         f.removed = done;
         f.remove_synced = r.synced();
+        f.remove_under_fdatasync = r.synced();
         return std::map<uint64_t, SeedFacts>{{a, Whole()}, {b, f}};
       });
 }

@@ -85,6 +85,7 @@ std::string ReadJournal(const std::string& path, size_t* offset,
         break;
       case 'R':
         f.removing = true;
+        f.remove_under_fdatasync = flag == 1;
         break;
       case 'X':
         f.removed = true;
@@ -247,7 +248,7 @@ std::string PowerLossTotals::Summary() const {
     << lost_unsynced << " unsynced completed spills lost, " << quarantined_at_open
     << " files quarantined and " << temps_removed_at_open
     << " temporary files removed by recovery; " << over_capacity
-    << " cuts left the directory over capacity by removes not yet durable";
+    << " cuts left the directory over capacity by removes under durability=none";
   return s.str();
 }
 

@@ -5,7 +5,7 @@
 //   O 0          the provider opened (recovery done)
 //   B <seed> <d> a spill is about to be submitted (d: 1 under durability=fdatasync, else 0)
 //   S <seed>     it completed OK              F <seed>   it was refused or failed
-//   R <seed>     a remove is about to be called
+//   R <seed> <d> a remove is about to be called
 //   X <seed> <d> the remove returned OK       D <seed>   a restore found it DATA_LOSS
 #include <fcntl.h>
 #include <unistd.h>
@@ -91,7 +91,7 @@ void Worker::FindLive() {
 void Worker::RemoveAt(size_t at) {
   const uint64_t seed = live_[at];
   live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(at));
-  Journal('R', seed);
+  Journal('R', seed, synced_ ? 1 : 0);
   const tier_key key = DerivedKey(seed);
   const Status removed = p_->Remove(&key);
   if (!removed.ok() && removed.code() != TIER_NOT_FOUND) Die(3, "remove: " + removed.message());
