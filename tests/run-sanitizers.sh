@@ -139,7 +139,7 @@ if [ "$only" != asan ]; then
   cmake --build "$dir" -j "$jobs" --target "${tsan_targets[@]}"
   echo "== TSan: ctest (built in $(( $(date +%s) - t0 )) s)"
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-  export TIER_SIM_SEEDS=12 TIER_SIM_OPS=300
+  export TIER_SIM_SEEDS=30 TIER_SIM_OPS=500
   ctest --test-dir "$dir" -R "$tsan_tests" -j "$jobs" --output-on-failure --timeout 900 ||
     status=1
   unset TSAN_OPTIONS TIER_SIM_SEEDS TIER_SIM_OPS
