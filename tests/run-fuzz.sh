@@ -6,12 +6,14 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-usage: tests/run-fuzz.sh [--seconds N] [--build DIR] [--target header|options]... [--help]
+usage: tests/run-fuzz.sh [--seconds N] [--build DIR] [--target header|options|simulation]... [--help]
 
   --seconds N   fuzzing time per target (default 60)
   --build DIR   build directory (default <repo>/build-fuzz; configured with clang, TIER_FUZZ=ON)
-  --target T    run only T (repeatable): header (on-disk header and segment-table parser) or
-                options (option parsing); default both
+  --target T    run only T (repeatable): header (on-disk header and segment-table parser),
+                options (option parsing), or simulation (the Host simulation's operation
+                interpreter, tests/simulation; it builds the Host library first); default header
+                and options
 
 Each target fuzzes into <build>/fuzz-corpus/<target> (new inputs persist between runs) starting from
 tests/fuzz/corpus/<target> and tests/fuzz/regressions/<target>. A failure leaves the input in
@@ -38,7 +40,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#targets[@]} -gt 0 ] || targets=(header options)
 for t in "${targets[@]}"; do
-  case $t in header|options) ;; *) echo "run-fuzz: unknown target '$t'" >&2; exit 2 ;; esac
+  case $t in header|options|simulation) ;; *) echo "run-fuzz: unknown target '$t'" >&2; exit 2 ;; esac
 done
 
 command -v clang++ >/dev/null || { echo "run-fuzz: clang++ not found (apt-get install clang)" >&2; exit 2; }
