@@ -34,30 +34,6 @@ class HostEngineContract : public HostTest {
     pool_ = std::move(pool).value();
   }
 
-  // Seals like HostTest::Seal but returns at once: no Poll, nothing settled.
-  Sealed SealNow(const std::vector<uint64_t>& blocks, uint64_t now_s) {
-    const uint64_t tokens = blocks.size() * 512;
-    std::vector<uint32_t> pages;
-    EXPECT_TRUE(pool_->Allocate(static_cast<uint32_t>(tokens / 64), &pages));
-    pool_->Fill(PrefixHashes(blocks), 512, 0, pages);
-    auto state = pool_->NewStateSet();
-    EXPECT_TRUE(state.ok());
-    sim::KvPool::FillState(PrefixKey("host-test", blocks), state.value().get());
-    SealRequest r;
-    r.blocks = blocks;
-    r.tokens = tokens;
-    r.pages = pages;
-    r.state = state.value()->buffers;
-    r.now_ns = now_s * 1000000000ull;
-    Sealed sealed = host_->Seal(r);
-    if (sealed.status.ok() && !sealed.existed) {
-      pool_->HeldByHost(pages);
-      sealing_[sealed.id] = std::move(state).value();
-    }
-    pool_->Unref(pages);
-    return sealed;
-  }
-
   // How many times each page was named in a kPagesReleased event from events_[from] on.
   std::map<uint32_t, int> ReleasedSince(size_t from) const {
     std::map<uint32_t, int> released;

@@ -116,10 +116,14 @@ void HostTest::Settle(int timeout_ms) {
   EXPECT_FALSE(host_->Busy()) << "the Host did not settle within " << timeout_ms << " ms";
 }
 
-bool HostTest::Seal(const std::vector<uint64_t>& blocks, uint64_t now_s, bool shared_prefix) {
+Sealed HostTest::SealNow(const std::vector<uint64_t>& blocks, uint64_t now_s, bool shared_prefix) {
   const uint64_t tokens = blocks.size() * 512;
   std::vector<uint32_t> pages;
-  if (!pool_->Allocate(static_cast<uint32_t>(tokens / 64), &pages)) return false;
+  if (!pool_->Allocate(static_cast<uint32_t>(tokens / 64), &pages)) {
+    Sealed refused;
+    refused.status = Status::NoSpace("the test pool has no free pages");
+    return refused;
+  }
   pool_->Fill(PrefixHashes(blocks), 512, 0, pages);
   auto state = pool_->NewStateSet();
   EXPECT_TRUE(state.ok());
@@ -137,6 +141,11 @@ bool HostTest::Seal(const std::vector<uint64_t>& blocks, uint64_t now_s, bool sh
     sealing_[sealed.id] = std::move(state).value();
   }
   pool_->Unref(pages);  // the request that computed it is done
+  return sealed;
+}
+
+bool HostTest::Seal(const std::vector<uint64_t>& blocks, uint64_t now_s, bool shared_prefix) {
+  const Sealed sealed = SealNow(blocks, now_s, shared_prefix);
   Settle();
   return sealed.status.ok();
 }

@@ -42,6 +42,8 @@ class HostTest : public ::testing::Test {
   // Seals the checkpoint of `blocks` (512 tokens each) the way a finished request would: fresh
   // pages filled with the prefix's KV, state of its key. Runs the Host until idle. True on OK.
   bool Seal(const std::vector<uint64_t>& blocks, uint64_t now_s, bool shared_prefix = false);
+  // The same seal, returned at once: no Poll, nothing settled.
+  Sealed SealNow(const std::vector<uint64_t>& blocks, uint64_t now_s, bool shared_prefix = false);
   // Seals `blocks` at t=1 s, then three newer one-block checkpoints, so that with Device and Host
   // budgets of 1.5 checkpoints it is pushed down to Cold (asserted).
   void SealAndPushToCold(const std::vector<uint64_t>& blocks);
