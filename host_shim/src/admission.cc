@@ -415,6 +415,14 @@ void Host::Impl::StartRestore(AdmissionOp* op) {
     return;
   }
   auto buffers = HostCopyMakingRoom(*e);
+  if (!buffers.ok() && !FreeHostMemoryFor(*e)) {
+    // Nothing under way will change what the arena holds, and no Host copy can be spilled to make
+    // room: waiting would last until the deadline. Prefill instead.
+    Log(TIER_LOG_DEBUG, "host: no host memory will free for the restore of " + KeyHex(e->key) +
+                            ": " + buffers.status().ToString());
+    Skip(op, RootReason::kNoRoom, true);
+    return;
+  }
   if (!buffers.ok()) {
     if (op->stage != Stage::kWaitRoom) {
       op->stage = Stage::kWaitRoom;  // pressure frees host memory; Poll retries

@@ -225,6 +225,11 @@ class Host::Impl {
     CopyJob copy;
   };
   void CheckDemotions();
+  // A cold restore of `wanted` found the Host arena full (HostCopyMakingRoom failed). True when
+  // memory may free without waiting for the deadline: a spill, seal, demotion or restore is under
+  // way (the waiter retries once it settles), or this starts a spill of the least valuable idle
+  // Host copy that only Host holds (released when it completes). False when nothing will.
+  bool FreeHostMemoryFor(const CheckpointEntry& wanted);
   void StartSpill(CheckpointEntry* entry);
   void OnSpilled(tier_key key, uint64_t need, Answer<Completion> answer);
   void SpillFailed(CheckpointEntry* entry, const Status& status, bool timed_out);

@@ -233,6 +233,31 @@ bool Host::Impl::MakeRoomOnCold(uint64_t stored_bytes, double below_value) {
   return used + need <= cold_capacity_bytes_;
 }
 
+bool Host::Impl::FreeHostMemoryFor(const CheckpointEntry& wanted) {
+  // Under way: each ends in a Poll() that retries the waiting restores (a spill frees its copy,
+  // the others change what pressure may spill next).
+  if (spills_in_flight_ > 0 || !seals_.empty() || !demotions_.empty()) return true;
+  for (const auto& [id, op] : ops_) {
+    if (op->stage == Stage::kRestore) return true;
+  }
+  // The arena is full of Host copies the logical Host budget lets stay: spill one, so that its
+  // memory frees when the provider has it.
+  const uint64_t now = Now();
+  if (cold_ == nullptr || cold_capacity_bytes_ == 0 || now < spill_backoff_until_ns_) return false;
+  for (const tier_key& key : VictimsIn(kHost)) {
+    CheckpointEntry* e = catalog_.Find(key);
+    if (e == &wanted || e->in(kCold) || e->in(kDevice)) continue;
+    if (e->spill_failed && now < e->spill_retry_after_ns) continue;
+    if (ColdAdmissionFor(*e) != ColdAdmission::kAdmitted) continue;
+    const uint64_t need = ColdBytesNeeded(*e);
+    if (need > cold_capacity_bytes_ || !MakeRoomOnCold(need, ValueIn(*e, kCold))) continue;
+    policy_.OnLeave(*e);
+    StartSpill(e);
+    return true;
+  }
+  return false;
+}
+
 void Host::Impl::StartSpill(CheckpointEntry* e) {
   const uint64_t need = ColdBytesNeeded(*e);
   std::shared_ptr<HostCopy> copy = e->host_copy;
