@@ -12,6 +12,7 @@
 //   build/tests/bench/tier_scheduler_cpu --dir /tmp/sched-cpu [--sessions 40 --turns 5]
 //
 // Exit status 0 when every request ended (a measurement, not a test: it asserts no timing).
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -51,21 +52,32 @@ uint64_t WallNs() {
                                    .count());
 }
 
+// Voluntary context switches of this thread: one during a call means the call blocked (a lock
+// held elsewhere, a sleep, I/O), which preemption by other threads never counts as.
+uint64_t VoluntarySwitches() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return static_cast<uint64_t>(u.ru_nvcsw);
+}
+
 struct Samples {
   const char* name;
   std::vector<uint64_t> cpu_ns, wall_ns;
-  void Add(uint64_t cpu, uint64_t wall) {
+  uint64_t waited = 0;  // calls that blocked (a voluntary context switch)
+  void Add(uint64_t cpu, uint64_t wall, bool blocked) {
     cpu_ns.push_back(cpu);
     wall_ns.push_back(wall);
+    waited += blocked ? 1 : 0;
   }
 };
 
-// Times one call on this thread: CPU and wall.
+// Times one call on this thread: CPU, wall, and whether it blocked.
 template <typename F>
 auto Timed(Samples* s, F&& f) {
-  const uint64_t cpu0 = ThreadCpuNs(), wall0 = WallNs();
+  const uint64_t switches0 = VoluntarySwitches(), cpu0 = ThreadCpuNs(), wall0 = WallNs();
   auto result = f();
-  s->Add(ThreadCpuNs() - cpu0, WallNs() - wall0);
+  const uint64_t cpu = ThreadCpuNs() - cpu0, wall = WallNs() - wall0;
+  s->Add(cpu, wall, VoluntarySwitches() != switches0);
   return result;
 }
 
@@ -82,10 +94,20 @@ void Print(const Samples& s) {
   const uint64_t max_wall =
       s.wall_ns.empty() ? 0 : *std::max_element(s.wall_ns.begin(), s.wall_ns.end());
   std::printf(
-      "%-6s %8zu calls  cpu us: p50 %8.1f  p99 %8.1f  max %8.1f   wall us: p99 %8.1f  max %8.1f\n",
+      "%-6s %6zu calls  cpu us: p50 %7.1f p99 %7.1f max %7.1f  wall us: p99 %8.1f max %8.1f"
+      "  blocked %llu\n",
       s.name, s.cpu_ns.size(), Quantile(s.cpu_ns, 0.5), Quantile(s.cpu_ns, 0.99),
       static_cast<double>(max_cpu) / 1e3, Quantile(s.wall_ns, 0.99),
-      static_cast<double>(max_wall) / 1e3);
+      static_cast<double>(max_wall) / 1e3, static_cast<unsigned long long>(s.waited));
+  std::vector<size_t> order(s.cpu_ns.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return s.cpu_ns[a] > s.cpu_ns[b]; });
+  std::printf("       slowest (call number: cpu us):");
+  for (size_t i = 0; i < order.size() && i < 5; ++i) {
+    std::printf(" %zu: %.1f", order[i], static_cast<double>(s.cpu_ns[order[i]]) / 1e3);
+  }
+  std::printf("\n");
 }
 
 ModelProfile MockProfile() {
