@@ -93,6 +93,10 @@ Status RadosProvider::Start() {
                                       options_.fleet_lease_s, NewSpillId(), options_.op_timeout_s);
     TIER_RETURN_IF_ERROR(fleet_->Join(sweep->stored_bytes).Annotate("rados: open: fleet budget"));
     fleet_thread_ = std::thread([this] { FleetLoop(); });
+    Log(TIER_LOG_INFO, "rados: fleet budget " + std::to_string(options_.fleet_budget_bytes) +
+                           " bytes shared by every server of the namespace (ledger '" +
+                           FleetBudget::kObject + "', server " + Hex64(fleet_->server_id()) +
+                           ", fleet_lease_s=" + std::to_string(options_.fleet_lease_s) + ")");
   }
   housekeeping_ = std::thread([this] { HousekeepingLoop(); });
   PublishUsage();
