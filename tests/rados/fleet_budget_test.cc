@@ -26,7 +26,7 @@ namespace {
 constexpr uint64_t kMiB = 1u << 20;
 constexpr uint64_t kBudgetBytes = 12 * kMiB;
 constexpr uint64_t kKvBytes = kMiB;  // one checkpoint: ~1.1 MiB stored
-constexpr int kLeaseS = 4;
+constexpr int kLeaseS = 6;           // refreshed every 1.5 s: a loaded CI machine never misses it
 
 ProviderOptions FleetOptions(const ClusterInfo& c) {
   return Options(c, {{"fleet_budget_bytes", std::to_string(kBudgetBytes)},
