@@ -111,6 +111,12 @@ uint64_t RadosProvider::EvictLeastRecentlyUsed(uint64_t need_bytes) {
   uint64_t freed = 0;
   for (const Stored& s : stored) {
     if (freed >= need_bytes || closing_.load()) break;
+    {
+      // A restore of this instance accepted but not yet pinned in the ledger: its chunks would
+      // outlive the header (DropChunks waits for it) while the bytes were given back.
+      std::lock_guard lock(mu_);
+      if (pins_.count({s.key, s.spill_id}) != 0) continue;
+    }
     const std::string hex = KeyHex(s.key);
     if (!fleet_->BeginEvict(hex).ok()) continue;  // being restored (or evicted) somewhere
     const Status removed = RemoveHeaderIf(s.key, s.spill_id, Deadline());
