@@ -86,6 +86,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tier {
@@ -276,6 +277,11 @@ struct AdmitRequest {
   // Poll that starts the copy for a Host or Cold restore (the stream must live until then).
   // nullptr: nothing to wait for.
   device::NativeStream order_after = nullptr;
+
+  // ---- Tenants (issue 23) -----------------------------------------------------------------------
+  // Part of the identity (vLLM's cache_salt): only a checkpoint sealed with the same tenant is
+  // found (identity.h TenantBlocks). "" (the default): no tenant, as before. Borrowed for the call.
+  std::string_view tenant;
 };
 
 enum class AdmissionState {
@@ -328,6 +334,9 @@ struct SealRequest {
   // decode step's kernels). Inside Seal the Host orders its gather and state copies after the
   // work queued on it so far. nullptr: the server has synchronized (nothing to wait for).
   device::NativeStream order_after = nullptr;
+
+  // Part of the identity (issue 23; AdmitRequest::tenant): "" for none. Borrowed for the call.
+  std::string_view tenant;
 };
 
 struct Sealed {
@@ -460,6 +469,8 @@ class Host {
   // Event::kPrefetchDone ends it), or 0 when there is nothing to fetch (already on Device/Host, no
   // match, no cold tier). Borrows `blocks` for the call. Scheduler thread.
   uint64_t Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns);
+  // The same for a tenant's session (AdmitRequest::tenant; "" is the call above).
+  uint64_t Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns, std::string_view tenant);
   // Removes a checkpoint from every tier (a closed session): hidden from lookups at once; its
   // Device pages come back through kPagesReleased. False when absent or already leaving; a
   // checkpoint in use leaves once released. Scheduler thread.
@@ -489,6 +500,9 @@ class Host {
   // The checkpoint of exactly these blocks, if the catalog has it (and it is not leaving).
   // Scheduler thread.
   std::optional<CheckpointInfo> Describe(std::span<const uint64_t> blocks) const;
+  // The same for a tenant's blocks (AdmitRequest::tenant; "" is the call above).
+  std::optional<CheckpointInfo> Describe(std::span<const uint64_t> blocks,
+                                         std::string_view tenant) const;
   const HostOptions& options() const;
   // The provider in use ("disk", "null", ...; "" without a cold tier) and its io path.
   std::string provider_name() const;
