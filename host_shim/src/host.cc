@@ -24,6 +24,7 @@ Result<std::unique_ptr<Host>> Host::Open(HostOptions options) {
 
 Admission Host::Admit(const AdmitRequest& request) {
   impl_->CheckCaller("Admit");
+  if (impl_->tenant_metrics() != nullptr) impl_->tenant_metrics()->Admitted(request.tenant);
   if (request.tenant.empty()) return impl_->Admit(request);
   const std::vector<uint64_t> blocks = TenantBlocks(request.tenant, request.blocks);
   AdmitRequest tenant_request = request;
@@ -40,6 +41,7 @@ void Host::Release(uint64_t admission_id) {
 }
 Sealed Host::Seal(const SealRequest& request) {
   impl_->CheckCaller("Seal");
+  if (impl_->tenant_metrics() != nullptr) impl_->tenant_metrics()->Sealed(request.tenant);
   if (request.tenant.empty()) return impl_->Seal(request);
   const std::vector<uint64_t> blocks = TenantBlocks(request.tenant, request.blocks);
   SealRequest tenant_request = request;
@@ -262,6 +264,9 @@ Host::Impl::Impl(HostOptions options)
   }
   services_ = std::make_unique<HostServices>(metrics_);
   server_metrics_ = std::make_unique<ServerMetrics>(metrics_);
+  if (!options_.metrics_tenants.empty()) {
+    tenant_metrics_ = std::make_unique<TenantMetrics>(metrics_, options_.metrics_tenants);
+  }
 }
 
 Host::Impl::~Impl() {

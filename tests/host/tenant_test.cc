@@ -39,5 +39,29 @@ TEST_F(HostTenant, TwoTenantsWithTheSamePromptNeverMeetThroughASharedTiersProbe)
   CheckTenantsNeverMeet("scripted", {{"store", store}}, true, nullptr);
 }
 
+TEST_F(HostTenant, MetricsNameOnlyTheTenantsTheOperatorAllows) {
+  Open("", {}, Bytes(4), Bytes(4), [](HostOptions& o) { o.metrics_tenants = {"alice"}; });
+  for (const char* tenant : {"alice", "alice", "bob", "carol", ""}) {
+    tenant_ = tenant;
+    ASSERT_TRUE(Seal(Blocks(10, 1), 1));
+    Admission a = AdmitAndWait(Blocks(10, 1), 2);
+    ASSERT_EQ(a.state, AdmissionState::kReady) << tenant;
+    Release(a);
+  }
+  EXPECT_EQ(Counter("tier_tenant_admissions_total{tenant=\"alice\"}"), 2);
+  EXPECT_EQ(Counter("tier_tenant_admissions_total{tenant=\"other\"}"), 2) << "bob and carol";
+  EXPECT_EQ(Counter("tier_tenant_admissions_total{tenant=\"none\"}"), 1);
+  EXPECT_EQ(Counter("tier_tenant_seals_total{tenant=\"alice\"}"), 2);
+  const std::string text = registry_.ExpositionText();
+  EXPECT_EQ(text.find("bob"), std::string::npos) << "an unlisted tenant is never a label";
+}
+
+TEST_F(HostTenant, NoTenantSeriesUnlessTheOperatorAsks) {
+  Open("", {}, Bytes(4), Bytes(4));
+  tenant_ = "alice";
+  ASSERT_TRUE(Seal(Blocks(10, 1), 1));
+  EXPECT_EQ(registry_.ExpositionText().find("tier_tenant_"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tier::host::test

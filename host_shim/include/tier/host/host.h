@@ -245,6 +245,10 @@ struct HostOptions {
   // Borrowed: it must outlive the Host (Close included). The series stay registered after the
   // Host is gone, so a Host opened again over the same registry continues them.
   MetricsRegistry* metrics = nullptr;
+  // Tenants (issue 23) whose Admit and Seal calls are counted under their own name in
+  // tier_tenant_admissions_total / tier_tenant_seals_total{tenant}; any other tenant counts as
+  // "other", none as "none" (bounded label cardinality). Empty (the default): no tenant series.
+  std::vector<std::string> metrics_tenants;
 
   // ---- GPU path (issue 27) ----------------------------------------------------------------------
   // Device memory for the state buffers of Device placements (StateImage, hidden and speculative
