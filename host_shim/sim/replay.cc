@@ -165,6 +165,9 @@ class Engine {
   void Progress(bool final);
   void Count(const Admission& admission);
   uint64_t ParkedTokens(const Request& r) const;
+  std::string TenantOf(const Request& r) const {
+    return o_.tenants == 0 ? std::string() : "t" + std::to_string(r.session % o_.tenants);
+  }
   void Summarize();
   void SummarizeReturning();
   void SummarizeStability();
@@ -295,6 +298,8 @@ void Engine::Start(size_t index) {
   s.state = std::move(state).value();
   AdmitRequest request;
   request.blocks = r.blocks;
+  const std::string tenant = TenantOf(r);
+  request.tenant = tenant;
   request.now_ns = now_ns_;
   request.allocate_pages = [this](uint32_t count, std::vector<uint32_t>* pages) {
     return pool_.Allocate(count, pages);
@@ -448,9 +453,12 @@ void Engine::SealCheckpoint(size_t index, std::span<const uint64_t> blocks, bool
   InService& s = service_[index];
   const uint64_t tokens = blocks.size() * w_.block_tokens;
   const uint32_t pages = (tokens + pool_.tokens_per_page() - 1) / pool_.tokens_per_page();
-  KvPool::FillState(PrefixKey(host_.options().namespace_id, blocks), state.get());
+  const std::string tenant = TenantOf(w_.requests[index]);
+  KvPool::FillState(PrefixKey(host_.options().namespace_id, TenantBlocks(tenant, blocks)),
+                    state.get());
   SealRequest seal;
   seal.blocks = blocks;
+  seal.tenant = tenant;
   seal.tokens = tokens;
   seal.shared_prefix = shared_prefix;
   seal.pages = std::span(s.pages).first(std::min<size_t>(pages, s.pages.size()));
@@ -503,8 +511,9 @@ void Engine::HandleEvent(const Event& event) {
     arrival_ns_[event.request] = event.time_ns;
     if (!Stopped()) queue_.push_back(event.request);
   } else if (event.type == EventType::kPrefetch) {
-    if (!Stopped() &&
-        timed_([&] { return host_.Prefetch(w_.requests[event.request].blocks, now_ns_); }) != 0) {
+    const Request& r = w_.requests[event.request];
+    const std::string tenant = TenantOf(r);
+    if (!Stopped() && timed_([&] { return host_.Prefetch(r.blocks, now_ns_, tenant); }) != 0) {
       ++report_.prefetch_hints;
     }
   } else {

@@ -47,6 +47,10 @@ struct ReplayOptions {
   enum class Clock { kVirtual, kWall };
   Clock clock = Clock::kVirtual;
   double time_scale = 1;  // kWall: virtual seconds per wall second
+  // Tenants (issue 23): > 0 gives request r the tenant "t<r.session % tenants>" (AdmitRequest,
+  // SealRequest and Prefetch carry it), so sessions of different tenants never share a
+  // checkpoint, shared prefixes included; 0 = no tenants. Traces without sessions are one tenant.
+  uint32_t tenants = 0;
 };
 
 // Requests that resumed a parked conversation: their prompt extends a checkpoint an earlier

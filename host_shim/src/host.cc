@@ -24,7 +24,12 @@ Result<std::unique_ptr<Host>> Host::Open(HostOptions options) {
 
 Admission Host::Admit(const AdmitRequest& request) {
   impl_->CheckCaller("Admit");
-  return impl_->Admit(request);
+  if (impl_->tenant_metrics() != nullptr) impl_->tenant_metrics()->Admitted(request.tenant);
+  if (request.tenant.empty()) return impl_->Admit(request);
+  const std::vector<uint64_t> blocks = TenantBlocks(request.tenant, request.blocks);
+  AdmitRequest tenant_request = request;
+  tenant_request.blocks = blocks;
+  return impl_->Admit(tenant_request);
 }
 bool Host::Cancel(uint64_t admission_id) {
   impl_->CheckCaller("Cancel");
@@ -36,11 +41,22 @@ void Host::Release(uint64_t admission_id) {
 }
 Sealed Host::Seal(const SealRequest& request) {
   impl_->CheckCaller("Seal");
-  return impl_->Seal(request);
+  if (impl_->tenant_metrics() != nullptr) impl_->tenant_metrics()->Sealed(request.tenant);
+  if (request.tenant.empty()) return impl_->Seal(request);
+  const std::vector<uint64_t> blocks = TenantBlocks(request.tenant, request.blocks);
+  SealRequest tenant_request = request;
+  tenant_request.blocks = blocks;
+  return impl_->Seal(tenant_request);
 }
 uint64_t Host::Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns) {
   impl_->CheckCaller("Prefetch");
   return impl_->Prefetch(blocks, now_ns);
+}
+uint64_t Host::Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns,
+                        std::string_view tenant) {
+  impl_->CheckCaller("Prefetch");
+  if (tenant.empty()) return impl_->Prefetch(blocks, now_ns);
+  return impl_->Prefetch(TenantBlocks(tenant, blocks), now_ns);
 }
 bool Host::Evict(const tier_key& key) {
   impl_->CheckCaller("Evict");
@@ -71,6 +87,12 @@ HostStats Host::Stats() const {
 std::optional<CheckpointInfo> Host::Describe(std::span<const uint64_t> blocks) const {
   impl_->CheckCaller("Describe");
   return impl_->Describe(blocks);
+}
+std::optional<CheckpointInfo> Host::Describe(std::span<const uint64_t> blocks,
+                                             std::string_view tenant) const {
+  impl_->CheckCaller("Describe");
+  if (tenant.empty()) return impl_->Describe(blocks);
+  return impl_->Describe(TenantBlocks(tenant, blocks));
 }
 const HostOptions& Host::options() const {
   return impl_->options();
@@ -242,6 +264,9 @@ Host::Impl::Impl(HostOptions options)
   }
   services_ = std::make_unique<HostServices>(metrics_);
   server_metrics_ = std::make_unique<ServerMetrics>(metrics_);
+  if (!options_.metrics_tenants.empty()) {
+    tenant_metrics_ = std::make_unique<TenantMetrics>(metrics_, options_.metrics_tenants);
+  }
 }
 
 Host::Impl::~Impl() {

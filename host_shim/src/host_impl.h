@@ -35,6 +35,7 @@
 #include "policy.h"
 #include "releaser.h"
 #include "server_metrics.h"
+#include "tenant_metrics.h"
 
 namespace tier {
 
@@ -60,6 +61,7 @@ class Host::Impl {
   // inside the server's PageAllocator.
   void CheckCaller(const char* method) const;
   const HostOptions& options() const { return options_; }
+  TenantMetrics* tenant_metrics() { return tenant_metrics_.get(); }  // null: no tenant series
   int event_fd() const { return queue_->fd(); }
   std::string provider_name() const { return provider_name_; }
   std::string provider_io_path() const { return io_path_; }
@@ -305,6 +307,7 @@ class Host::Impl {
   MetricsRegistry* metrics_ = nullptr;
   std::unique_ptr<HostServices> services_;
   std::unique_ptr<ServerMetrics> server_metrics_;
+  std::unique_ptr<TenantMetrics> tenant_metrics_;  // null unless options_.metrics_tenants
   std::unique_ptr<EventQueue> queue_;
   std::unique_ptr<ColdTier> cold_;  // null without a cold tier
   std::string provider_name_, io_path_;

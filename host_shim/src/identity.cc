@@ -44,6 +44,20 @@ tier_key PrefixKey(const std::string& namespace_id, std::span<const uint64_t> bl
   return key;
 }
 
+std::vector<uint64_t> TenantBlocks(std::string_view tenant, std::span<const uint64_t> blocks) {
+  std::vector<uint64_t> out(blocks.begin(), blocks.end());
+  if (tenant.empty()) return out;
+  const uint64_t salt = XXH3_64bits_withSeed(tenant.data(), tenant.size(), 0x74656e616e74ull);
+  for (uint64_t& id : out) {
+    // x ^ salt, then splitmix64's finalizer: a bijection of 64-bit ids for each salt.
+    uint64_t z = id ^ salt;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    id = z ^ (z >> 31);
+  }
+  return out;
+}
+
 tier_key KeyFromText(std::string_view text) {
   tier_key key{};
   const XXH128_hash_t a = XXH3_128bits_withSeed(text.data(), text.size(), 0x7469657231ull);

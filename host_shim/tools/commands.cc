@@ -155,11 +155,13 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   auto host = Host::Open(std::move(options));
   if (!host.ok()) return host.status();
   const std::string io_path = host.value()->provider_io_path();
-  Log(TIER_LOG_INFO, "replay: " + workload.name + " (" + std::to_string(workload.requests.size()) +
-                         " requests) with the " + host.value()->provider_name() + " provider" +
-                         (io_path.empty() ? std::string() : ", io path " + io_path) +
-                         ", namespace " + in.setup->namespace_id + ", policy " +
-                         PolicyName(config.policy));
+  Log(TIER_LOG_INFO,
+      "replay: " + workload.name + " (" + std::to_string(workload.requests.size()) +
+          " requests) with the " + host.value()->provider_name() + " provider" +
+          (io_path.empty() ? std::string() : ", io path " + io_path) + ", namespace " +
+          in.setup->namespace_id + ", policy " + PolicyName(config.policy) +
+          (in.replay->tenants == 0 ? std::string()
+                                   : ", " + std::to_string(in.replay->tenants) + " tenants"));
   sim::RegisterReplayMetrics(in.metrics);
   WaitForScrape(in);
   sim::ReplayOptions run;
@@ -167,6 +169,7 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   run.progress = in.replay->progress;
   run.label = host.value()->provider_name();
   run.prefetch_lead_s = in.replay->prefetch_lead_s;
+  run.tenants = in.replay->tenants;
   run.stop = &g_stop;
   run.hurry = &g_hurry;
   run.clock = in.replay->clock == "wall" ? sim::ReplayOptions::Clock::kWall

@@ -204,6 +204,13 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
       ->capture_default_str()
       ->check(NumberInRange(0.01, 100000, "virtual seconds per wall second"));
   replay
+      .add_option("--tenants", c.tenants,
+                  "Give session s the tenant t<s mod N> (part of every identity: tenants never "
+                  "share a checkpoint, shared prefixes included); 0 = no tenants")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(NumberInRange(0, 1000000, "tenants"));
+  replay
       .add_option("--prefetch-lead-s", c.prefetch_lead_s,
                   "Agents: send each turn's prefetch hint this long before the turn (the "
                   "framework saw its tool's result); 0 turns hints off")

@@ -57,6 +57,7 @@ struct ReplayConfig {
   bool linger = false;
   double wait_for_scrape_s = 0;   // --wait-for-scrape SECONDS (0 = start at once)
   double prefetch_lead_s = 3;     // --prefetch-lead-s: hint this long before a turn (0 = off)
+  uint32_t tenants = 0;           // --tenants: sessions spread over N tenants (0 = none)
   std::string clock = "virtual";  // --clock virtual|wall
   double time_scale = 1;          // --time-scale: virtual seconds per wall second (--clock wall)
 };

@@ -284,6 +284,26 @@ TEST(TierHostCli, NamespaceCarriesTheLayoutAndTheBytesScale) {
   EXPECT_NE(b.err.find("/scale500,"), std::string::npos) << b.err;
 }
 
+// Issue 23: --tenants N spreads sessions over N tenants; each tenant's restores are its own
+// (exact), and sessions of other tenants no longer reuse one another's system prefixes.
+TEST(TierHostCli, TenantsKeepRestoresExactAndStopSharingAcrossTenants) {
+  const auto run = [](const std::string& tenants) {
+    return RunCommand({TIER_HOST, "--bytes-scale", "1000", "--tier-plugin", NULL_PLUGIN, "replay",
+                       "--sessions", "12", "--no-progress", "--tenants", tenants});
+  };
+  const CommandResult shared = run("0"), apart = run("12");
+  ASSERT_EQ(shared.exit_code, 0) << shared.err;
+  ASSERT_EQ(apart.exit_code, 0) << apart.err;
+  EXPECT_NE(apart.err.find(", 12 tenants"), std::string::npos) << apart.err;
+  EXPECT_NE(apart.out.find("restore exact                     true"), std::string::npos)
+      << apart.out;
+  const auto roots = [](const std::string& out) {
+    const size_t at = out.find("root prefills");
+    return at == std::string::npos ? -1L : std::stol(out.substr(at + 13));
+  };
+  EXPECT_GT(roots(apart.out), roots(shared.out)) << "one tenant a session: nothing is shared";
+}
+
 // Issue 26, 8: gc without a cold tier is a usage error; gc of a namespace nothing is stored under
 // says so (a wrong --namespace, --model-profile or --bytes-scale), and removes nothing.
 TEST(TierHostCli, GcWithoutAColdTierExits2AndAnEmptyNamespaceSaysSo) {

@@ -46,7 +46,7 @@ Result<std::unique_ptr<Host>> HostTest::TryOpen(const std::string& plugin,
   HostOptions o;
   o.plugin = plugin;
   o.provider_options = options;
-  o.namespace_id = "host-test";
+  o.namespace_id = namespace_id_;
   o.profile = profile_;
   o.pool = pool_->view();
   o.engine = engine_;
@@ -127,9 +127,11 @@ Sealed HostTest::SealNow(const std::vector<uint64_t>& blocks, uint64_t now_s, bo
   pool_->Fill(PrefixHashes(blocks), 512, 0, pages);
   auto state = pool_->NewStateSet();
   EXPECT_TRUE(state.ok());
-  sim::KvPool::FillState(PrefixKey("host-test", blocks), state.value().get());
+  sim::KvPool::FillState(PrefixKey(namespace_id_, TenantBlocks(tenant_, blocks)),
+                         state.value().get());
   SealRequest r;
   r.blocks = blocks;
+  r.tenant = tenant_;
   r.tokens = tokens;
   r.shared_prefix = shared_prefix;
   r.pages = pages;
@@ -161,6 +163,7 @@ Admission HostTest::Admit(const std::vector<uint64_t>& blocks, uint64_t now_s) {
   EXPECT_TRUE(lane.ok());
   AdmitRequest r;
   r.blocks = blocks;
+  r.tenant = tenant_;
   r.now_ns = now_s * 1000000000ull;
   r.allocate_pages = [this](uint32_t n, std::vector<uint32_t>* pages) {
     return pool_->Allocate(n, pages);
@@ -230,7 +233,7 @@ void HostTest::Release(const Admission& a) {
 }
 
 std::optional<CheckpointInfo> HostTest::Info(const std::vector<uint64_t>& blocks) const {
-  return host_->Describe(blocks);
+  return host_->Describe(blocks, tenant_);
 }
 
 uint8_t HostTest::PlacementsOf(const std::vector<uint64_t>& blocks) const {

@@ -64,6 +64,8 @@ class HostTest : public ::testing::Test {
   double Counter(const std::string& series) const;  // a line of the exposition, or -1
 
   ModelProfile profile_ = TinyProfile();
+  std::string namespace_id_ = "host-test";  // HostOptions::namespace_id of every Open
+  std::string tenant_;  // the tenant of Seal, Admit and Info (issue 23); "" for none
   MetricsRegistry registry_;
   std::shared_ptr<device::TransferEngine> engine_;
   std::unique_ptr<sim::KvPool> pool_;

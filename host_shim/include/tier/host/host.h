@@ -86,6 +86,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tier {
@@ -248,6 +249,10 @@ struct HostOptions {
   // Borrowed: it must outlive the Host (Close included). The series stay registered after the
   // Host is gone, so a Host opened again over the same registry continues them.
   MetricsRegistry* metrics = nullptr;
+  // Tenants (issue 23) whose Admit and Seal calls are counted under their own name in
+  // tier_tenant_admissions_total / tier_tenant_seals_total{tenant}; any other tenant counts as
+  // "other", none as "none" (bounded label cardinality). Empty (the default): no tenant series.
+  std::vector<std::string> metrics_tenants;
 
   // ---- GPU path (issue 27) ----------------------------------------------------------------------
   // Device memory for the state buffers of Device placements (StateImage, hidden and speculative
@@ -280,6 +285,11 @@ struct AdmitRequest {
   // Poll that starts the copy for a Host or Cold restore (the stream must live until then).
   // nullptr: nothing to wait for.
   device::NativeStream order_after = nullptr;
+
+  // ---- Tenants (issue 23) -----------------------------------------------------------------------
+  // Part of the identity (vLLM's cache_salt): only a checkpoint sealed with the same tenant is
+  // found (identity.h TenantBlocks). "" (the default): no tenant, as before. Borrowed for the call.
+  std::string_view tenant;
 };
 
 enum class AdmissionState {
@@ -332,6 +342,9 @@ struct SealRequest {
   // decode step's kernels). Inside Seal the Host orders its gather and state copies after the
   // work queued on it so far. nullptr: the server has synchronized (nothing to wait for).
   device::NativeStream order_after = nullptr;
+
+  // Part of the identity (issue 23; AdmitRequest::tenant): "" for none. Borrowed for the call.
+  std::string_view tenant;
 };
 
 struct Sealed {
@@ -464,6 +477,8 @@ class Host {
   // Event::kPrefetchDone ends it), or 0 when there is nothing to fetch (already on Device/Host, no
   // match, no cold tier). Borrows `blocks` for the call. Scheduler thread.
   uint64_t Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns);
+  // The same for a tenant's session (AdmitRequest::tenant; "" is the call above).
+  uint64_t Prefetch(std::span<const uint64_t> blocks, uint64_t now_ns, std::string_view tenant);
   // Removes a checkpoint from every tier (a closed session): hidden from lookups at once; its
   // Device pages come back through kPagesReleased. False when absent or already leaving; a
   // checkpoint in use leaves once released. Scheduler thread.
@@ -495,6 +510,9 @@ class Host {
   // The checkpoint of exactly these blocks, if the catalog has it (and it is not leaving).
   // Scheduler thread.
   std::optional<CheckpointInfo> Describe(std::span<const uint64_t> blocks) const;
+  // The same for a tenant's blocks (AdmitRequest::tenant; "" is the call above).
+  std::optional<CheckpointInfo> Describe(std::span<const uint64_t> blocks,
+                                         std::string_view tenant) const;
   const HostOptions& options() const;
   // The provider in use ("disk", "null", ...; "" without a cold tier) and its io path.
   std::string provider_name() const;

@@ -33,6 +33,14 @@ tier_key PrefixKey(const std::string& namespace_id, std::span<const uint64_t> bl
 // Incremental 64-bit hashes of every prefix of `blocks`: result[k] covers blocks[0..k]. An index
 // only: a collision costs a block-by-block comparison, never a wrong hit.
 std::vector<uint64_t> PrefixHashes(std::span<const uint64_t> blocks);
+// The identity of a tenant's blocks (issue 23; vLLM's cache_salt): every block id mixed with a
+// 64-bit salt derived from `tenant` by a bijection, so one tenant's distinct blocks stay distinct
+// and its prefix hashes, keys and stored manifests differ from every other tenant's (and from the
+// untenanted ones) for identical prompts. "" returns `blocks` unchanged: checkpoints sealed
+// without a tenant keep their keys. The Host applies it at Admit, Seal, Prefetch and Describe;
+// everything after (catalog, provider key, probe, the manifest a restart re-adopts) sees only
+// the tenant's ids. Pure; ~1 ns a block.
+std::vector<uint64_t> TenantBlocks(std::string_view tenant, std::span<const uint64_t> blocks);
 // A 32-byte key from any text (two XXH3-128 digests with different seeds). For tools and tests.
 tier_key KeyFromText(std::string_view text);
 // Lowercase hex of the first `bytes` bytes (for logs; never an identity).

@@ -1,0 +1,67 @@
+// HostTenant (issue 23): a tenant (AdmitRequest/SealRequest::tenant, vLLM's cache_salt) is part of
+// the identity. Two tenants with identical prompts never hit each other's checkpoints: on disk
+// across a restart, and through a second server probing a shared tier (the scripted provider's
+// shared store). The rados suite runs the same check on a real pool (tests/rados).
+#include <tier/host/identity.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "tenant_checks.h"
+#include "test_support.h"
+
+namespace tier::host::test {
+namespace {
+
+TEST(TenantBlocks, EmptyTenantIsTheIdentityAndTenantsNeverShareIds) {
+  const std::vector<uint64_t> blocks = {1, 2, 3, 0, ~0ull};
+  EXPECT_EQ(TenantBlocks("", blocks), blocks) << "untenanted checkpoints keep their keys";
+  const auto a = TenantBlocks("alice", blocks), b = TenantBlocks("bob", blocks);
+  std::set<uint64_t> ids(a.begin(), a.end());
+  ids.insert(b.begin(), b.end());
+  ids.insert(blocks.begin(), blocks.end());
+  EXPECT_EQ(ids.size(), 3 * blocks.size()) << "distinct ids stay distinct, tenants apart";
+  EXPECT_EQ(TenantBlocks("alice", blocks), a) << "pure";
+  EXPECT_FALSE(SameKey(PrefixKey("ns", a), PrefixKey("ns", b)));
+}
+
+class HostTenant : public TenantTest {};
+
+TEST_F(HostTenant, TwoTenantsWithTheSamePromptNeverMeetOnDiskAcrossARestart) {
+  tier::test::ScopedTempDir dir;
+  const ProviderOptions disk = {
+      {"dir", dir.path() + "/cold"}, {"capacity_bytes", "67108864"}, {"chunk_kib", "64"}};
+  CheckTenantsNeverMeet("disk", disk, false, nullptr);
+}
+
+TEST_F(HostTenant, TwoTenantsWithTheSamePromptNeverMeetThroughASharedTiersProbe) {
+  const std::string store = "tenants-" + std::to_string(::getpid());
+  CheckTenantsNeverMeet("scripted", {{"store", store}}, true, nullptr);
+}
+
+TEST_F(HostTenant, MetricsNameOnlyTheTenantsTheOperatorAllows) {
+  Open("", {}, Bytes(4), Bytes(4), [](HostOptions& o) { o.metrics_tenants = {"alice"}; });
+  for (const char* tenant : {"alice", "alice", "bob", "carol", ""}) {
+    tenant_ = tenant;
+    ASSERT_TRUE(Seal(Blocks(10, 1), 1));
+    Admission a = AdmitAndWait(Blocks(10, 1), 2);
+    ASSERT_EQ(a.state, AdmissionState::kReady) << tenant;
+    Release(a);
+  }
+  EXPECT_EQ(Counter("tier_tenant_admissions_total{tenant=\"alice\"}"), 2);
+  EXPECT_EQ(Counter("tier_tenant_admissions_total{tenant=\"other\"}"), 2) << "bob and carol";
+  EXPECT_EQ(Counter("tier_tenant_admissions_total{tenant=\"none\"}"), 1);
+  EXPECT_EQ(Counter("tier_tenant_seals_total{tenant=\"alice\"}"), 2);
+  const std::string text = registry_.ExpositionText();
+  EXPECT_EQ(text.find("bob"), std::string::npos) << "an unlisted tenant is never a label";
+}
+
+TEST_F(HostTenant, NoTenantSeriesUnlessTheOperatorAsks) {
+  Open("", {}, Bytes(4), Bytes(4));
+  tenant_ = "alice";
+  ASSERT_TRUE(Seal(Blocks(10, 1), 1));
+  EXPECT_EQ(registry_.ExpositionText().find("tier_tenant_"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tier::host::test
