@@ -289,7 +289,7 @@ struct AdmitRequest {
   // ---- Tenants (issue 23) -----------------------------------------------------------------------
   // Part of the identity (vLLM's cache_salt): only a checkpoint sealed with the same tenant is
   // found (identity.h TenantBlocks). "" (the default): no tenant, as before. Borrowed for the call.
-  std::string_view tenant;
+  std::string_view tenant = {};
 };
 
 enum class AdmissionState {
@@ -344,7 +344,7 @@ struct SealRequest {
   device::NativeStream order_after = nullptr;
 
   // Part of the identity (issue 23; AdmitRequest::tenant): "" for none. Borrowed for the call.
-  std::string_view tenant;
+  std::string_view tenant = {};
 };
 
 struct Sealed {
