@@ -135,7 +135,7 @@ class LoadRun {
   std::atomic<uint64_t> spill_seq_{0};
 
   // Figures, accumulated over rounds.
-  std::vector<double> solo_ms_, loaded_ms_;
+  std::vector<double> solo_ms_, loaded_ms_, no_spill_ms_;
   std::vector<double> mix_read_gbps_, mix_write_gbps_, fio_mix_read_gbps_, fio_mix_write_gbps_;
   std::vector<double> alone_read_gbps_, fio_read_gbps_;
   uint64_t restore_cpu_ns_ = 0, restore_bytes_ = 0, spill_cpu_ns_ = 0, spill_bytes_ = 0;
@@ -237,10 +237,9 @@ Status LoadRun::Mix(uint32_t restorers, uint32_t spillers, bool record) {
   mix_restore_ns_ = restore_span_ns;
   mix_spill_bytes_ = spilled.load();
   mix_spill_ns_ = spill_span_ns;
-  if (record) {
-    for (uint64_t ns : restore_ns) loaded_ms_.push_back(double(ns) / 1e6);
-    spill_stored_bytes_ += stored.load();
-  }
+  for (uint64_t ns : restore_ns)
+    (spillers > 0 ? loaded_ms_ : no_spill_ms_).push_back(double(ns) / 1e6);
+  if (record) spill_stored_bytes_ += stored.load();
   return Status::Ok();
 }
 
@@ -255,10 +254,12 @@ Status LoadRun::Round(uint32_t round) {
     if (restore_into_[0].FirstMismatch(kind_, 1, std::thread::hardware_concurrency(), &offset) >= 0)
       return Status(TIER_DATA_LOSS, "load: a restore was not byte-exact");
   }
-  // The mix.
-  if (Status s = Mix(load_.restores, load_.spills, true); !s.ok()) return s;
-  if (load_.restores > 0) mix_read_gbps_.push_back(Gbps(mix_restore_bytes_, mix_restore_ns_));
-  if (load_.spills > 0) mix_write_gbps_.push_back(Gbps(mix_spill_bytes_, mix_spill_ns_));
+  // The mix (spills alone below when there are no restores to mix them with).
+  if (load_.spills > 0 && load_.restores > 0) {
+    if (Status s = Mix(load_.restores, load_.spills, true); !s.ok()) return s;
+    mix_read_gbps_.push_back(Gbps(mix_restore_bytes_, mix_restore_ns_));
+    mix_write_gbps_.push_back(Gbps(mix_spill_bytes_, mix_spill_ns_));
+  }
   // Restores alone, then spills alone, each with its CPU.
   if (load_.restores > 0) {
     const uint64_t cpu0 = ProcessCpuNs();
@@ -271,11 +272,12 @@ Status LoadRun::Round(uint32_t round) {
     std::vector<std::thread> threads;
     std::mutex mu;
     Status first = Status::Ok();
+    std::vector<tier_key> keys;
+    for (uint32_t s = 0; s < load_.spills; ++s) keys.push_back(SpillKey(s, spill_seq_++));
     const uint64_t cpu0 = ProcessCpuNs();
     for (uint32_t s = 0; s < load_.spills; ++s) {
       threads.emplace_back([&, s] {
-        const tier_key key = SpillKey(s, spill_seq_++);
-        Result<OpTiming> t = runner_->Spill(key, shape_, source_);
+        Result<OpTiming> t = runner_->Spill(keys[s], shape_, source_);
         std::lock_guard lock(mu);
         if (!t.ok() && first.ok()) first = t.status();
       });
@@ -284,11 +286,10 @@ Status LoadRun::Round(uint32_t round) {
     spill_cpu_ns_ += ProcessCpuNs() - cpu0;
     spill_bytes_ += uint64_t{load_.spills} * bytes;
     if (!first.ok()) return first;
-    for (uint32_t s = 0; s < load_.spills; ++s)
-      (void)runner_->Remove(SpillKey(s, spill_seq_ - 1 - s));
+    for (const tier_key& key : keys) (void)runner_->Remove(key);
   }
   // fio: the same mix, then the readers alone.
-  if (config_.run_fio && fio_note_.empty()) {
+  if (config_.run_fio && fio_note_.empty() && load_.spills > 0 && load_.restores > 0) {
     const uint32_t depth = config_.queue_depth();
     Result<FioMix> mix =
         RunFioMix(config_, work_ + "/fio", bytes, load_.restores, load_.spills, depth);
@@ -296,6 +297,9 @@ Status LoadRun::Round(uint32_t round) {
     fio_mix_command_ = mix.value().command;
     fio_mix_read_gbps_.push_back(mix.value().read_bytes_per_second / 1e9);
     fio_mix_write_gbps_.push_back(mix.value().write_bytes_per_second / 1e9);
+  }
+  if (config_.run_fio && fio_note_.empty()) {
+    const uint32_t depth = config_.queue_depth();
     if (load_.restores > 0) {
       Result<FioMix> read = RunFioMix(config_, work_ + "/fio", bytes, load_.restores, 0, depth);
       if (!read.ok()) return read.status();
@@ -303,10 +307,12 @@ Status LoadRun::Round(uint32_t round) {
       fio_read_gbps_.push_back(read.value().read_bytes_per_second / 1e9);
     }
   }
-  progress_ << "  round " << round + 1 << ": solo restore " << solo_ms_.back()
-            << " ms, under load p50 "
-            << Median(std::vector<double>(loaded_ms_.end() - load_.restores, loaded_ms_.end()))
-            << " ms" << std::endl;
+  progress_ << "  round " << round + 1 << ": solo restore " << solo_ms_.back() << " ms";
+  if (load_.spills > 0 && load_.restores > 0) {
+    const std::vector<double> last(loaded_ms_.end() - load_.restores, loaded_ms_.end());
+    progress_ << ", under spills p50 " << Median(last) << " ms";
+  }
+  progress_ << std::endl;
   return Status::Ok();
 }
 
@@ -334,6 +340,8 @@ Status LoadRun::Run(std::ostream& out, nlohmann::json* json) {
   }
   const double solo_p50 = Median(solo_ms_);
   const double loaded_p50 = Percentile(loaded_ms_, 50), loaded_p99 = Percentile(loaded_ms_, 99);
+  const double no_spill_p50 = Percentile(no_spill_ms_, 50);
+  auto x = [](double a, double b) { return b > 0 ? a / b : 0; };
   const auto read_vs_fio_mix = RatioOfMedians(mix_read_gbps_, fio_mix_read_gbps_);
   const auto write_vs_fio_mix = RatioOfMedians(mix_write_gbps_, fio_mix_write_gbps_);
   const auto alone_vs_fio = RatioOfMedians(alone_read_gbps_, fio_read_gbps_);
@@ -377,6 +385,10 @@ Status LoadRun::Run(std::ostream& out, nlohmann::json* json) {
   j["restore_loaded_p99_ms"] = loaded_p99;
   j["restore_loaded_p50_vs_solo"] = solo_p50 > 0 ? loaded_p50 / solo_p50 : 0;
   j["restore_loaded_p99_vs_solo"] = solo_p50 > 0 ? loaded_p99 / solo_p50 : 0;
+  j["restore_no_spill_ms"] = no_spill_ms_;
+  j["restore_no_spill_p50_ms"] = no_spill_p50;
+  j["restore_loaded_p50_vs_no_spill"] = x(loaded_p50, no_spill_p50);
+  j["restore_loaded_p99_vs_no_spill"] = x(loaded_p99, no_spill_p50);
   j["mix_read_gbps"] = mix_read_gbps_;
   j["mix_write_gbps"] = mix_write_gbps_;
   j["fio_mix_read_gbps"] = fio_mix_read_gbps_;
