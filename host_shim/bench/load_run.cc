@@ -147,6 +147,10 @@ class LoadRun {
 };
 
 Status LoadRun::Prepare() {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(config_.dir, ec)) {
+    return Status(TIER_INVALID_ARGUMENT, "--dir '" + config_.dir + "' is not a directory");
+  }
   Result<ModelProfile> profile = LoadModelProfile(ResolveProfilePath(config_.profile));
   if (!profile.ok()) return profile.status();
   shape_ = ShapeForTokens(profile.value(), config_.tokens);
@@ -157,7 +161,6 @@ Status LoadRun::Prepare() {
   }
   if (!config_.kinds.empty()) kind_ = config_.kinds.front();
   work_ = config_.dir + "/tier-bench-load-" + std::to_string(::getpid());
-  std::error_code ec;
   std::filesystem::create_directories(work_ + "/fio", ec);
   if (ec) return Status(TIER_IO_ERROR, "create '" + work_ + "': " + ec.message());
   const uint64_t bytes = shape_.logical_bytes();
