@@ -11,6 +11,7 @@
 #include "bench_config.h"
 #include "bench_report.h"
 #include "bench_run.h"
+#include "load_run.h"
 #include "memory_probe.h"
 
 namespace {
@@ -88,6 +89,14 @@ int main(int argc, char** argv) {
          "--misalign", config.misalign,
          "Offset every buffer by N bytes from 4 KiB alignment (the provider's staging path)")
       ->check(CLI::Range(0ull, 4095ull));
+  tier::bench::LoadConfig load;
+  auto* restores = app.add_option("--concurrent-restores", load.restores,
+                                  "Load mode: N restores in flight at once (with "
+                                  "--concurrent-spills), against fio's same mix")
+                       ->check(CLI::Range(0u, 64u));
+  auto* spills = app.add_option("--concurrent-spills", load.spills,
+                                "Load mode: M spills in flight while the restores run")
+                     ->check(CLI::Range(0u, 64u));
   app.add_flag("--keep", config.keep_files, "Leave the files written under --dir");
   app.add_option("--log-level", log_level, "Host log level: debug, info, warn, error")
       ->capture_default_str();
@@ -129,6 +138,21 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
     config.dir = "/var/tmp";
+  }
+
+  if (restores->count() > 0 || spills->count() > 0) {
+    nlohmann::json json;
+    const tier::Status s = tier::bench::RunLoad(config, load, std::cerr, std::cout, &json);
+    if (!s.ok()) {
+      std::fprintf(stderr, "tier-bench: %s\n", s.ToString().c_str());
+      return s.code() == TIER_INVALID_ARGUMENT ? kExitUsage : kExitFailed;
+    }
+    if (!config.json_path.empty()) {
+      std::ofstream out(config.json_path);
+      out << json.dump(2) << "\n";
+      if (!out) return kExitFailed;
+    }
+    return kExitOk;
   }
 
   auto result = tier::bench::RunBench(config, SelfExe(argv[0]), std::cerr);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 
 #include "file_ops.h"
@@ -40,6 +41,43 @@ class IoBackend {
   // Waits until every submitted request has completed, then stops the backend threads. Owner
   // thread only, once, with no Submit racing it.
   virtual void Shutdown() = 0;
+};
+
+// Reads first: a read is a restore, a user waiting; a write is a spill, housekeeping. Both backends
+// start queued reads before queued writes, and while any read is queued or in flight, writes hold
+// at most WriteSlotsWhileReading(depth) of the queue depth (a quarter, at least one). Writes never
+// starve: that share is never zero, so a spill keeps completing under any read load, at worst
+// ~depth/share times slower than alone.
+inline uint32_t WriteSlotsWhileReading(uint32_t depth) {
+  return depth >= 8 ? depth / 4 : 1;
+}
+
+// The queue both backends keep past their depth, in that order. Not thread-safe (the backend's
+// lock guards it).
+template <typename T>
+class ReadsFirstQueue {
+ public:
+  void Push(IoKind kind, T item) { (kind == IoKind::kRead ? reads_ : writes_).push_back(item); }
+  bool empty() const { return reads_.empty() && writes_.empty(); }
+  // Whether a request may start with `reads_inflight` + `writes_inflight` of `depth` in use.
+  bool CanPop(uint32_t depth, uint32_t reads_inflight, uint32_t writes_inflight) const {
+    if (reads_inflight + writes_inflight >= depth) return false;
+    if (!reads_.empty()) return true;
+    if (writes_.empty()) return false;
+    return reads_inflight == 0 || writes_inflight < WriteSlotsWhileReading(depth);
+  }
+  // Takes the request that may start next (CanPop must be true); sets `*kind`.
+  T Pop(IoKind* kind) {
+    std::deque<T>& from = reads_.empty() ? writes_ : reads_;
+    *kind = reads_.empty() ? IoKind::kWrite : IoKind::kRead;
+    T item = from.front();
+    from.pop_front();
+    return item;
+  }
+
+ private:
+  std::deque<T> reads_;
+  std::deque<T> writes_;
 };
 
 // Creates an io_uring backend with `queue_depth` requests in flight, or returns nullptr with

@@ -1,5 +1,6 @@
 // The primary I/O path: one io_uring, up to queue_depth requests in flight, one completion thread.
-// Staging memory is registered as a fixed buffer when the kernel allows it.
+// Staging memory is registered as a fixed buffer when the kernel allows it. Requests past the depth
+// wait in a ReadsFirstQueue (io_backend.h): restores' reads go before spills' writes.
 #include <liburing.h>
 #include <sys/uio.h>
 
@@ -56,19 +57,15 @@ class IoUringBackend final : public IoBackend {
     Op* op = new Op{request, 0};
     std::lock_guard lock(mu_);
     TIER_CHECK(!stopping_);
-    if (inflight_ < queue_depth_) {
-      PrepLocked(op);
-      SubmitLocked();
-    } else {
-      pending_.push_back(op);
-    }
+    pending_.Push(request.kind, op);
+    if (StartPendingLocked()) SubmitLocked();
   }
 
   void Shutdown() override {
     std::unique_lock lock(mu_);
     if (!ring_ready_ || stopped_) return;
     stopping_ = true;
-    idle_cv_.wait(lock, [&] { return inflight_ == 0 && pending_.empty(); });
+    idle_cv_.wait(lock, [&] { return inflight() == 0 && pending_.empty(); });
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     TIER_CHECK(sqe != nullptr);  // nothing in flight: the ring has room
     io_uring_prep_nop(sqe);
@@ -80,9 +77,22 @@ class IoUringBackend final : public IoBackend {
   }
 
  private:
+  uint32_t inflight() const { return reads_inflight_ + writes_inflight_; }
+
+  // Preps every queued request allowed to start now; true if it prepped any.
+  bool StartPendingLocked() {
+    bool any = false;
+    while (pending_.CanPop(queue_depth_, reads_inflight_, writes_inflight_)) {
+      IoKind kind;
+      PrepLocked(pending_.Pop(&kind));
+      any = true;
+    }
+    return any;
+  }
+
   void PrepLocked(Op* op) {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    TIER_CHECK(sqe != nullptr);  // inflight_ < queue_depth_ keeps the SQ from filling up
+    TIER_CHECK(sqe != nullptr);  // inflight() < queue_depth_ keeps the SQ from filling up
     IoRequest& r = op->request;
     char* buf = static_cast<char*>(r.buf) + op->done_bytes;
     const unsigned length_bytes = static_cast<unsigned>(r.length_bytes - op->done_bytes);
@@ -101,7 +111,7 @@ class IoUringBackend final : public IoBackend {
         io_uring_prep_write(sqe, r.fd, buf, length_bytes, offset_bytes);
     }
     io_uring_sqe_set_data(sqe, op);
-    ++inflight_;
+    ++(r.kind == IoKind::kRead ? reads_inflight_ : writes_inflight_);
   }
 
   void SubmitLocked() {
@@ -150,17 +160,14 @@ class IoUringBackend final : public IoBackend {
         else
           result = static_cast<int64_t>(op->done_bytes);
       }
-      --inflight_;
+      --(op->request.kind == IoKind::kRead ? reads_inflight_ : writes_inflight_);
       if (again) PrepLocked(op);  // continue a partial transfer
-      while (inflight_ < queue_depth_ && !pending_.empty()) {
-        PrepLocked(pending_.front());
-        pending_.pop_front();
-      }
+      StartPendingLocked();
       SubmitLocked();
       if (again) return;
       finished = op->request;
       delete op;
-      if (inflight_ == 0 && pending_.empty()) idle_cv_.notify_all();
+      if (inflight() == 0 && pending_.empty()) idle_cv_.notify_all();
     }
     // No backend lock held: the callback may Submit again. Shutdown() is only called once every
     // submitter is done (the provider drains its jobs first), so nothing races it from here.
@@ -173,8 +180,9 @@ class IoUringBackend final : public IoBackend {
   std::thread reaper_;
   std::mutex mu_;
   std::condition_variable idle_cv_;
-  std::deque<Op*> pending_;
-  uint32_t inflight_ = 0;
+  ReadsFirstQueue<Op*> pending_;
+  uint32_t reads_inflight_ = 0;
+  uint32_t writes_inflight_ = 0;
   bool stopping_ = false;
   bool stopped_ = false;
   char* fixed_base_ = nullptr;

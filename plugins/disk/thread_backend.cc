@@ -1,4 +1,5 @@
-// The fallback I/O path: a pool of threads doing pread/pwrite (through FileOps).
+// The fallback I/O path: a pool of threads doing pread/pwrite (through FileOps). Each thread is one
+// slot of the depth; queued requests wait in a ReadsFirstQueue (io_backend.h).
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -13,7 +14,7 @@ namespace {
 
 class ThreadBackend final : public IoBackend {
  public:
-  ThreadBackend(uint32_t threads, FileOps* ops) : ops_(ops) {
+  ThreadBackend(uint32_t threads, FileOps* ops) : ops_(ops), depth_(threads) {
     for (uint32_t i = 0; i < threads; ++i) workers_.emplace_back([this] { Run(); });
   }
   ~ThreadBackend() override { Shutdown(); }
@@ -24,9 +25,9 @@ class ThreadBackend final : public IoBackend {
     {
       std::lock_guard lock(mu_);
       TIER_CHECK(!stopping_);
-      queue_.push_back(request);
+      queue_.Push(request.kind, request);
     }
-    cv_.notify_one();
+    cv_.notify_all();  // a worker that may take it (the write share can keep some idle)
   }
 
   void Shutdown() override {
@@ -44,17 +45,26 @@ class ThreadBackend final : public IoBackend {
   void Run() {
     for (;;) {
       IoRequest request;
+      IoKind kind;
       {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        cv_.wait(lock, [&] { return (stopping_ && queue_.empty()) || CanStartLocked(); });
         // Drain the queue before stopping: every submitted request completes.
-        if (queue_.empty()) return;
-        request = queue_.front();
-        queue_.pop_front();
+        if (!CanStartLocked()) return;
+        request = queue_.Pop(&kind);
+        ++(kind == IoKind::kRead ? reads_running_ : writes_running_);
       }
-      request.done(request.ctx, Transfer(request));
+      const int64_t result = Transfer(request);
+      {
+        std::lock_guard lock(mu_);
+        --(kind == IoKind::kRead ? reads_running_ : writes_running_);
+      }
+      cv_.notify_all();  // the write share may have opened
+      request.done(request.ctx, result);
     }
   }
+
+  bool CanStartLocked() const { return queue_.CanPop(depth_, reads_running_, writes_running_); }
 
   int64_t Transfer(const IoRequest& r) {
     uint64_t done_bytes = 0;
@@ -77,7 +87,10 @@ class ThreadBackend final : public IoBackend {
   FileOps* ops_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<IoRequest> queue_;
+  const uint32_t depth_;
+  ReadsFirstQueue<IoRequest> queue_;
+  uint32_t reads_running_ = 0;
+  uint32_t writes_running_ = 0;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 };

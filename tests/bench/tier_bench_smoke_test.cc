@@ -109,6 +109,29 @@ TEST_F(TierBenchSmoke, WithoutFioSaysSoAndRatiosAreNull) {
   EXPECT_EQ(j["kinds"]["random"]["contestants"]["fio"]["note"], "fio not installed");
 }
 
+// The load mode: restores and spills in flight at once; its figures are in the JSON, fio's
+// absent (ratios null).
+TEST_F(TierBenchSmoke, LoadModeReportsItsFigures) {
+  const std::string out = dir_ + "/load.json";
+  const BenchRun run =
+      RunBench("--tier-plugin " + std::string(TIER_DISK_PLUGIN) + " --dir " + dir_ +
+               " --size-mib 8 --repeats 1 --kinds random --concurrent-restores 2 "
+               "--concurrent-spills 1 --fio /nonexistent/fio --json " +
+               out);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("fio not installed"), std::string::npos) << run.output;
+  const json j = ReadJson(out)["load"];
+  EXPECT_EQ(j["restores_in_flight"], 2);
+  EXPECT_EQ(j["spills_in_flight"], 1);
+  EXPECT_EQ(j["restore_solo_ms"].size(), 1u);
+  EXPECT_EQ(j["restore_loaded_ms"].size(), 2u);
+  EXPECT_EQ(j["restore_no_spill_ms"].size(), 2u);
+  EXPECT_GT(j["restore_core_seconds_per_gb"].get<double>(), 0);
+  EXPECT_GT(j["spill_core_seconds_per_gb"].get<double>(), 0);
+  EXPECT_TRUE(j["mix_read_vs_fio"].is_null());
+  EXPECT_EQ(j["mix_read_gbps"].size(), 1u);
+}
+
 TEST_F(TierBenchSmoke, MissingDirectoryIsAUsageError) {
   const BenchRun run = RunBench("--tier-plugin " + std::string(TIER_DISK_PLUGIN) + " --dir " +
                                 dir_ + "/absent --size-mib 8");
