@@ -153,14 +153,14 @@ KvEventPublisher::~KvEventPublisher() {
 void KvEventPublisher::Changed(std::span<const uint64_t> blocks, int tier_slot, bool entered) {
   TIER_CHECK(tier_slot >= 0 && tier_slot < 3);
   queued_.fetch_add(1, std::memory_order_relaxed);
+  Change change{std::vector<uint64_t>(blocks.begin(), blocks.end()), tier_slot, entered};
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);  // held for a push: the publisher only swaps
     if (queue_.size() >= options_.queue_events) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    queue_.push_back(
-        Change{std::vector<uint64_t>(blocks.begin(), blocks.end()), tier_slot, entered});
+    queue_.push_back(std::move(change));
   }
   wake_.notify_one();
 }

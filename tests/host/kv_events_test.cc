@@ -136,7 +136,13 @@ TEST_F(HostKvEvents, SubscribersRebuildWhatEachTierHoldsLiveAndThroughReplay) {
   EXPECT_EQ(restored.state, AdmissionState::kReady);
   Release(restored);
   Settle();
-  std::vector<std::vector<uint64_t>> all = {a, ab, c};
+  // A fresh one parks on Device; the extension leaves, but its first block stays in DISK (the
+  // one-block checkpoint still holds it there).
+  const auto d = Blocks(70, 1);
+  ASSERT_TRUE(Seal(d, 9));
+  ASSERT_TRUE(host_->Evict(PrefixKey("host-test", ab)));
+  Settle();
+  std::vector<std::vector<uint64_t>> all = {a, ab, c, d};
   for (uint64_t i = 0; i < 3; ++i) all.push_back(Blocks(100 + 10 * i, 1));
   const auto held = Held(all);
   std::set<std::string> media;
