@@ -105,6 +105,21 @@ TEST_F(HostKvEvents, OffByDefaultAndABadEndpointIsRefused) {
   EXPECT_NE(bad.status().ToString().find("nonsense://x"), std::string::npos);
 }
 
+TEST_F(HostKvEvents, AFullQueueDropsAndCountsNeverWaits) {
+  if (!KvEventsAvailable()) GTEST_SKIP() << "built without libzmq/msgpack-c";
+  tier::test::ScopedTempDir dir;
+  Open("null", {}, Bytes(2), Bytes(2), [&](HostOptions& o) {
+    o.kv_events.addr = "ipc://" + dir.path() + "/pub";
+    o.kv_events.queue_events = 0;  // every change finds the queue full
+  });
+  ASSERT_TRUE(Seal(Blocks(10, 1), 1));
+  ASSERT_TRUE(Seal(Blocks(20, 1), 2));
+  const HostStats s = host_->Stats();
+  EXPECT_GE(s.kv_events_queued, 2u) << "two checkpoints entered a tier";
+  EXPECT_EQ(s.kv_events_dropped, s.kv_events_queued);
+  EXPECT_EQ(s.kv_events_published, 0u);
+}
+
 TEST_F(HostKvEvents, SubscribersRebuildWhatEachTierHoldsLiveAndThroughReplay) {
   if (!KvEventsAvailable()) GTEST_SKIP() << "built without libzmq/msgpack-c";
   if (!PythonHasZmq()) GTEST_SKIP() << "python3-zmq / python3-msgpack missing";
