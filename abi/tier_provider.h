@@ -217,13 +217,16 @@ enum {
 
 typedef struct tier_info {
   uint32_t struct_size;
-  uint32_t capabilities;     /* TIER_CAP_* bits */
-  const char* name;          /* static, e.g. "disk" */
-  const char* version;       /* static, e.g. "0.1.0" */
-  const char* io_path;       /* valid until close, e.g. "io_uring+direct", "none" */
-  uint64_t buffer_alignment; /* required alignment of segment data pointers; 1 = any */
+  uint32_t capabilities; /* TIER_CAP_* bits */
+  const char* name;      /* static, e.g. "disk" */
+  const char* version;   /* static, e.g. "0.1.0" */
+  const char* io_path;   /* valid until close, e.g. "io_uring+direct", "none" */
+  /* Required alignment of segment data pointers, a power of two; 1 = any. The host passes
+   * pointers so aligned (it refuses to open a provider whose alignment it cannot give). */
+  uint64_t buffer_alignment;
   /* At most this many spills and restores together are accepted and not completed at once (each
-   * counts from acceptance until its completion callback starts); one more is refused TIER_BUSY. */
+   * counts from acceptance until its completion callback starts); one more is refused TIER_BUSY.
+   * 0 = no limit of the provider's own (the host applies its own bounds). */
   uint32_t max_inflight_ops;
   uint32_t reserved;
 } tier_info;

@@ -5,10 +5,6 @@
 
 namespace tier {
 
-namespace {
-constexpr uint64_t kSegmentAlignment = 4096;
-}
-
 Result<std::unique_ptr<HostCopy>> HostCopy::Allocate(device::HostArena* arena,
                                                      std::span<const uint64_t> segment_bytes) {
   std::unique_ptr<HostCopy> copy(new HostCopy());
@@ -16,9 +12,9 @@ Result<std::unique_ptr<HostCopy>> HostCopy::Allocate(device::HostArena* arena,
   for (uint64_t bytes : segment_bytes) {
     copy->offsets_.push_back(total);
     copy->sizes_.push_back(bytes);
-    total += (bytes + kSegmentAlignment - 1) / kSegmentAlignment * kSegmentAlignment;
+    total += (bytes + kSegmentAlignmentBytes - 1) / kSegmentAlignmentBytes * kSegmentAlignmentBytes;
   }
-  if (total == 0) total = kSegmentAlignment;
+  if (total == 0) total = kSegmentAlignmentBytes;
   auto extent = arena->Allocate(total);
   if (!extent.ok()) {
     return extent.status().Annotate("host arena");

@@ -20,6 +20,9 @@ namespace tier {
 // Owns its extent and returns it to the arena on destruction. One thread at a time.
 class HostCopy {
  public:
+  // Every segment starts at a multiple of this from a page-aligned extent: the most a provider's
+  // tier_info.buffer_alignment may ask for (the Host refuses a provider that asks for more).
+  static constexpr uint64_t kSegmentAlignmentBytes = 4096;
   // Allocates room for segments of `segment_bytes`; RESOURCE (NO_SPACE) when the arena is full.
   // The arena must outlive the copy.
   static Result<std::unique_ptr<HostCopy>> Allocate(device::HostArena* arena,

@@ -240,6 +240,11 @@ bool Host::Impl::FreeHostMemoryFor(const CheckpointEntry& wanted) {
   for (const auto& [id, op] : ops_) {
     if (op->stage == Stage::kRestore) return true;
   }
+  // A Host copy that a request or operation holds frees when it lets go (a ready admission's
+  // Release): the restore waits for it, bounded by its admission deadline.
+  for (const CheckpointEntry* e : catalog_.Entries()) {
+    if (e != &wanted && e->host_copy != nullptr && !e->idle()) return true;
+  }
   // The arena is full of Host copies the logical Host budget lets stay: spill one, so that its
   // memory frees when the provider has it.
   const uint64_t now = Now();

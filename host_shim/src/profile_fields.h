@@ -1,5 +1,5 @@
 // profile_fields.h -- a model profile's fields, their types and their ranges: what
-// LoadModelProfile accepts. The ranges keep every product the cost model and the planner form
+// LoadModelProfile accepts. The ranges keep every product the cost model and the Host form
 // (bytes per checkpoint, nanoseconds per prefill) far inside 64 bits.
 #pragma once
 

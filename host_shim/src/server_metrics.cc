@@ -44,7 +44,7 @@ const char* OutcomeName(Outcome outcome) {
 }
 
 namespace {
-// The (from, to) pairs of tier_transitions_total: what the planner does (planner.cc).
+// The (from, to) pairs of tier_transitions_total: what the Host does (pressure.cc, admission.cc).
 constexpr std::pair<const char*, const char*> kTransitionPairs[] = {
     {"none", "device"},    {"none", "host"},    {"device", "host"},
     {"host", "device"},    {"host", "cold"},    {"cold", "host"},
@@ -70,13 +70,12 @@ ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
       "sealed; evicted = the copy in `from` was dropped, and the checkpoint left the catalog if it "
       "was its last copy).",
       {"from", "to"});
-  // Every pair the planner can produce exists from the start (at zero), so rate() and the
+  // Every pair the Host can produce exists from the start (at zero), so rate() and the
   // dashboards see a series before the first transition of each kind.
   for (const auto& [from, to] : kTransitionPairs) registry->Series(transitions_, {from, to});
   spill_failures_ = registry->Counter(
       "tier_spill_failures_total",
-      "Host-to-cold spills that failed, by what the planner did (kept_host or dropped).",
-      {"action"});
+      "Host-to-cold spills that failed, by what the Host did (kept_host or dropped).", {"action"});
   for (const char* action : {"kept_host", "dropped"}) registry->Series(spill_failures_, {action});
   close_flush_ = registry->Counter(
       "tier_close_flush_total",
@@ -115,7 +114,7 @@ ServerMetrics::ServerMetrics(MetricsRegistry* registry) : registry_(registry) {
   }
   cold_capacity_ = registry->Series(registry->Gauge(
       "tier_catalog_cold_capacity_bytes",
-      "Logical byte budget of the cold tier as the planner sees it (0 = no cold tier)."));
+      "Logical byte budget of the cold tier as the Host sees it (0 = no cold tier)."));
   device_path_ = registry->Gauge(
       "tier_device_path", "Transfer path in use for the Device tier (1 = active).", {"path"});
 }

@@ -13,7 +13,7 @@
 namespace tier {
 
 // Handles on every series the server updates; created once, cheap to update. Not thread-safe by
-// itself (the planner is single-threaded); the underlying prometheus metrics are.
+// itself (the Host is single-threaded); the underlying prometheus metrics are.
 class ServerMetrics {
  public:
   explicit ServerMetrics(MetricsRegistry* registry);

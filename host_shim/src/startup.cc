@@ -9,6 +9,7 @@
 #include <future>
 #include <thread>
 
+#include "host_copy.h"
 #include "host_impl.h"
 #include "manifest.h"
 
@@ -37,6 +38,21 @@ Result<std::unique_ptr<ProviderInstance>> OpenWithin(std::shared_ptr<PluginLibra
   return future.get();
 }
 
+// tier_info.buffer_alignment: every segment pointer the Host passes is a Host copy's, aligned to
+// HostCopy::kSegmentAlignmentBytes; a provider that needs more cannot be served.
+Status CheckBufferAlignment(uint64_t alignment_bytes) {
+  if (alignment_bytes == 0 || (alignment_bytes & (alignment_bytes - 1)) != 0) {
+    return Status::InvalidArgument("buffer_alignment " + std::to_string(alignment_bytes) +
+                                   " is not a power of two (1 = any)");
+  }
+  if (alignment_bytes > HostCopy::kSegmentAlignmentBytes) {
+    return Status::Unsupported("buffer_alignment " + std::to_string(alignment_bytes) +
+                               " is above the " + std::to_string(HostCopy::kSegmentAlignmentBytes) +
+                               " bytes the Host aligns every segment to");
+  }
+  return Status::Ok();
+}
+
 bool IsKvKind(tier_segment_kind kind) {
   return kind == TIER_SEGMENT_MAIN_KV || kind == TIER_SEGMENT_SPEC_KV;
 }
@@ -63,6 +79,9 @@ Status Host::Impl::OpenProvider() {
   if (!info.ok()) return info.status().Annotate(provider_name_ + ": info");
   provider_info_ = info.value();
   io_path_ = provider_info_.io_path != nullptr ? provider_info_.io_path : "";
+  if (Status aligned = CheckBufferAlignment(provider_info_.buffer_alignment); !aligned.ok()) {
+    return aligned.Annotate(provider_name_ + ": info");
+  }
   auto stats = cold_->StatsWithin();
   if (!stats.ok()) return stats.status().Annotate(provider_name_ + ": stats");
   cold_capacity_bytes_ = stats.value().capacity_bytes;

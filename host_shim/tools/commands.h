@@ -19,7 +19,8 @@ std::string NamespaceFor(const ServerConfig& config, const ModelProfile& profile
 
 // --check: exercise one provider through every ABI operation.
 int RunCheckCommand(const ServerConfig& config);
-// replay: a workload through catalog, planner and provider; prints the report.
+// replay: a workload through the Host (catalog, admission, pressure) and the provider; prints the
+// report.
 int RunReplayCommand(const ServerConfig& config, const ReplayConfig& replay);
 // compare-policies: the same workload under each policy at each cold size (fresh cold
 // directories under --cold-kv-dir), one table; the restore cost is modelled unless

@@ -1,5 +1,5 @@
 // tier-host: a runnable stand-in server. Loads a tier provider through the C ABI and checks it
-// (--check), or replays a workload through the catalog, the planner and the provider (replay).
+// (--check), or replays a workload through the Host and the provider (replay).
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   tier::ReplayConfig replay_config;
   CLI::App app{
       "tier-host: a stand-in LLM server that drives a cold-tier provider through the "
-      "tier ABI (loader, catalog, Device/Host/Cold planner, metrics)",
+      "tier ABI (loader, catalog, the Host over Device, Host and Cold, metrics)",
       "tier-host"};
   app.set_version_flag("--version", std::string("tier-host ") + TIER_VERSION + " (tier ABI " +
                                         std::to_string(TIER_ABI_VERSION_MAJOR) + "." +
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   app.add_flag("--list-profiles", list_profiles, "Print the shipped model profiles and exit");
   CLI::App* replay = app.add_subcommand(
       "replay",
-      "Replay agent sessions or a request trace through catalog, planner and provider "
+      "Replay agent sessions or a request trace through the Host and the provider "
       "on a virtual clock; print what the cold tier saved");
   tier::AddReplayFlags(*replay, replay_config);
   tier::GcConfig gc_config;

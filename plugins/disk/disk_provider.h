@@ -67,7 +67,7 @@ class DiskProvider {
   // thread, once, never inside a completion callback.
   void Close();
 
-  // The ABI operations, same contracts as tier_provider_v1 (any thread unless stated there).
+  // The ABI operations, same contracts as abi/tier_provider.h (any thread unless stated there).
   Status Info(tier_info* out);
   Status Stats(tier_stats* out);
   Status Stat(const tier_key* key, tier_stat_result* out, tier_segment_info* segments,

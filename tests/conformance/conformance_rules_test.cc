@@ -258,7 +258,7 @@ TEST_P(AbiConformance, ProbeFindsExactlyTheStoredKeysAmongCollidingOnes) {
     sim::FillSegmentBytes(k, TIER_SEGMENT_MAIN_KV, 0, c.buffers[0]);
     checkpoints.push_back(std::move(c));
   }
-  ASSERT_EQ(SpillAll(table(), instance(), checkpoints, std::min(32u, info().max_inflight_ops)),
+  ASSERT_EQ(SpillAll(table(), instance(), checkpoints, std::min(32u, InflightCap(info()))),
             kStored);
   found = ProbeKeys(table(), instance(), mixed, &status);
   ASSERT_EQ(status, TIER_OK);
@@ -359,7 +359,7 @@ TEST_P(AbiConformance, ProbeNeverFindsASpillInFlightOrARemovedKey) {
     checkpoints.push_back(
         MakeCheckpoint("probe-remove-" + std::to_string(i), {{TIER_SEGMENT_MAIN_KV, 0, 64}}));
   }
-  ASSERT_EQ(SpillAll(table(), instance(), checkpoints, std::min(16u, info().max_inflight_ops)),
+  ASSERT_EQ(SpillAll(table(), instance(), checkpoints, std::min(16u, InflightCap(info()))),
             checkpoints.size());
   std::vector<tier_key> keys;
   for (const auto& c : checkpoints) keys.push_back(c.key);

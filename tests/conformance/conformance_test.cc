@@ -44,8 +44,6 @@ TEST_P(AbiConformance, InfoDescribesTheProvider) {
   EXPECT_EQ(info.buffer_alignment & (info.buffer_alignment - 1), 0u) << "a power of two";
   if (absent()) {
     EXPECT_EQ(Stats().capacity_bytes, 0u);
-  } else {
-    EXPECT_GT(info.max_inflight_ops, 0u);
   }
 }
 
@@ -941,6 +939,7 @@ TEST_P(AbiConformance, SpillInFlightIsNeitherFoundNorCounted) {
 TEST_P(AbiConformance, NoMoreOperationsInFlightThanDeclared) {
   SKIP_IF_ABSENT();
   const uint32_t declared = info().max_inflight_ops;
+  if (declared == 0) GTEST_SKIP() << GetParam().name << " declares no limit (max_inflight_ops 0)";
   if (declared > 1024) {
     GTEST_SKIP() << GetParam().name << " declares max_inflight_ops " << declared
                  << ": more than this test submits in one burst (2 * 1024 + 16)";

@@ -42,7 +42,9 @@ CompletionHold::CompletionHold(const tier_provider* table, tier_instance* instan
                                uint32_t max_inflight_ops)
     : table_(table), instance_(instance) {
   constexpr int kMaxBlockers = 12;
-  const int most = std::min<int>(kMaxBlockers, static_cast<int>(std::max(1u, max_inflight_ops)));
+  const int most = max_inflight_ops == 0  // no limit
+                       ? kMaxBlockers
+                       : static_cast<int>(std::min<uint32_t>(kMaxBlockers, max_inflight_ops));
   auto first_latency = std::chrono::milliseconds(0);
   for (int i = 0; i < most; ++i) {
     auto* b = new Blocker;

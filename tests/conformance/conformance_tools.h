@@ -24,6 +24,11 @@ namespace tier::conformance {
 // one after another, until one does not start its completion: every thread that runs completions
 // is then blocked, so operations accepted after it stay in flight (their completion cannot start)
 // until Release. A provider completing on the caller's thread cannot be held (inline()).
+// tier_info.max_inflight_ops with 0 (no limit) as the largest count.
+inline uint32_t InflightCap(const tier_info& info) {
+  return info.max_inflight_ops == 0 ? UINT32_MAX : info.max_inflight_ops;
+}
+
 class CompletionHold {
  public:
   CompletionHold(const tier_provider* table, tier_instance* instance, uint32_t max_inflight_ops);

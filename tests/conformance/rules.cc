@@ -351,9 +351,10 @@ const std::vector<Rule>& Rules() {
        kNoProof},
       {"INFO-MAXINFLIGHT",
        "tier_info",
-       "at most max_inflight_ops spills and restores are accepted and not completed; one more is "
-       "refused TIER_BUSY",
-       {"NoMoreOperationsInFlightThanDeclared", "HeldOperationsRespectMaxInflightOps"},
+       "at most max_inflight_ops (0 = no limit) spills and restores are accepted and not "
+       "completed; "
+       "one more is refused TIER_BUSY",
+       {"NoMoreOperationsInFlightThanDeclared"},
        "",
        "CatchesMaxInflightOpsNeverEnforced"},
       {"STATS-USED",
@@ -380,7 +381,7 @@ const std::vector<Rule>& Rules() {
        "tier_stats",
        "inflight_ops counts accepted operations whose completion has not started (never above "
        "max_inflight_ops)",
-       {"NoMoreOperationsInFlightThanDeclared", "HeldOperationsRespectMaxInflightOps"},
+       {"NoMoreOperationsInFlightThanDeclared"},
        "",
        kNoProof},
       // ---- stat ----

@@ -250,3 +250,39 @@ TEST_F(HostOpen, AnAbandonedProviderReturningLateFindsInertServices) {
 
 }  // namespace
 }  // namespace tier::host::test
+
+namespace tier::host::test {
+namespace {
+
+using HostOpenAlignment = HostTest;
+
+// tier_info.buffer_alignment (abi/tier_provider.h): the host passes segment pointers so aligned,
+// and refuses, naming the field, a provider whose alignment it cannot give or that is no power
+// of two.
+TEST_F(HostOpenAlignment, AProviderAskingMoreThanTheHostGivesIsRefusedNamingIt) {
+  for (const char* alignment : {"8192", "3", "0"}) {
+    auto host = TryOpen("scripted", {{"buffer_alignment", alignment}});
+    ASSERT_FALSE(host.ok()) << alignment;
+    EXPECT_NE(host.status().message().find("buffer_alignment " + std::string(alignment)),
+              std::string::npos)
+        << host.status().ToString();
+  }
+}
+
+TEST_F(HostOpenAlignment, SpillsAndRestoresPassPointersAtTheDeclaredAlignment) {
+  // The scripted provider refuses any segment pointer off its declared alignment.
+  Open("scripted", {{"buffer_alignment", "4096"}, {"max_inflight_ops", "0"}}, Bytes(1) * 3 / 2,
+       Bytes(1) / 2);
+  const auto a = Blocks(10, 1), b = Blocks(20, 1);
+  ASSERT_TRUE(Seal(a, 1));
+  ASSERT_TRUE(Seal(b, 2));
+  ASSERT_EQ(PlacementsOf(a), kC) << "spilled: the provider took its pointers";
+  Admission restored = AdmitAndWait(a, 10);
+  ASSERT_EQ(restored.state, AdmissionState::kReady);
+  EXPECT_EQ(restored.outcome, Outcome::kColdRestore);
+  EXPECT_TRUE(Check(a, restored));
+  Release(restored);
+}
+
+}  // namespace
+}  // namespace tier::host::test

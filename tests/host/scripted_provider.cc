@@ -148,6 +148,8 @@ struct tier_instance {
   int spill_delay_ms = 0, restore_delay_ms = 0, plan_delay_ms = 0;
   bool restore_never = false;
   bool late_open = false, late_calls = false;
+  uint64_t buffer_alignment = 1;   // declared in info; spill and restore refuse a pointer off it
+  uint32_t max_inflight_ops = 64;  // declared in info (0 = no limit)
   const tier_host_services* host = nullptr;
   tier_metric* opened_metric = nullptr;  // a handle the host gave at open
   std::unique_ptr<Delayer> delayer = std::make_unique<Delayer>();
@@ -179,6 +181,10 @@ bool SetOption(tier_instance* self, const std::string& key, const std::string& v
     self->late_open = value == "1";
   } else if (key == "late_calls") {
     self->late_calls = value == "1";
+  } else if (key == "buffer_alignment") {
+    self->buffer_alignment = std::strtoull(value.c_str(), nullptr, 10);
+  } else if (key == "max_inflight_ops") {
+    self->max_inflight_ops = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
   } else if (key == "store") {
     std::lock_guard<std::mutex> lock(g_stores_mutex);
     auto& store = g_stores[value];
@@ -255,8 +261,8 @@ tier_status Info(tier_instance* self, tier_info* out, tier_error* error) {
   out->name = "scripted";
   out->version = "0";
   out->io_path = "memory";
-  out->buffer_alignment = 1;
-  out->max_inflight_ops = 64;
+  out->buffer_alignment = self->buffer_alignment;
+  out->max_inflight_ops = self->max_inflight_ops;
   return TIER_OK;
 }
 
@@ -289,6 +295,18 @@ tier_status Stat(tier_instance* self, const tier_key* key, tier_stat_result* out
   return TIER_OK;
 }
 
+// The declared buffer_alignment, held to: a misaligned segment pointer is refused.
+tier_status CheckAligned(const tier_instance* self, const tier_segment* segments, uint32_t count,
+                         tier_error* error) {
+  const uint64_t alignment = self->buffer_alignment == 0 ? 1 : self->buffer_alignment;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (reinterpret_cast<uintptr_t>(segments[i].data) % alignment != 0) {
+      return tier_set_error(error, TIER_INVALID_ARGUMENT, "scripted: segment %u off alignment", i);
+    }
+  }
+  return TIER_OK;
+}
+
 tier_status Spill(tier_instance* self, const tier_key* key, const tier_segment* segments,
                   uint32_t count, tier_done_fn done, void* user, tier_error* error) {
   LateCall(self);
@@ -296,6 +314,8 @@ tier_status Spill(tier_instance* self, const tier_key* key, const tier_segment* 
     return tier_set_error(error, TIER_INVALID_ARGUMENT, "spill");
   }
   tier_status status = tier_validate_segments("scripted", segments, count, error);
+  if (status != TIER_OK) return status;
+  status = CheckAligned(self, segments, count, error);
   if (status != TIER_OK) return status;
   Stored entry;
   for (uint32_t i = 0; i < count; ++i) {
@@ -361,6 +381,8 @@ tier_status Restore(tier_instance* self, const tier_key* key, const tier_segment
     return tier_set_error(error, TIER_INVALID_ARGUMENT, "restore");
   }
   tier_status status = tier_validate_segments("scripted", segments, count, error);
+  if (status != TIER_OK) return status;
+  status = CheckAligned(self, segments, count, error);
   if (status != TIER_OK) return status;
   uint64_t bytes = 0;
   {

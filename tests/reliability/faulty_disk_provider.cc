@@ -1,5 +1,5 @@
 // libtier_faultydisk.so: the disk provider core behind the C ABI with its fault seams exposed as
-// extra options, so a host (the planner, tier-host) can be tested against a disk that fails.
+// extra options, so a host (the Host library, tier-host) can be tested against a disk that fails.
 // Test-only; never installed. Besides every disk option it takes, any number of times:
 //   fault=OP:FIRST:COUNT:ERR   calls FIRST .. FIRST+COUNT-1 of OP after open fail with ERR
 // OP: write | read (I/O backend), create | pwrite | pread | fdatasync | fsync_dir | rename |

@@ -1034,15 +1034,31 @@ void Run::Drain() {
   OpSettle();
   // Whatever still waits for a provider call gets it (a completion may start another call);
   // what waits with no call open waits for nothing that will come.
+  int quiet_rounds = 0;  // settles in a row that ended nothing with no provider call open
   for (int i = 0; i < 200 && !failed_ && (!pending_.empty() || !seals_.empty()); ++i) {
     if (provider_->accepted() == 0 && host_->Stats().inflight_provider_ops == 0 && i >= 3) {
       // The last Poll may have queued copies into the pool that a gated engine runs only when
-      // the run lets it (the next settle): only a settle that ends nothing ends the wait.
+      // the run lets it (the next settle), or handed a call to a call thread that has not
+      // started it yet: only settles that end nothing, a few in a row, end the wait.
       const size_t before = pending_.size() + seals_.size();
       OpSettle();
-      if (failed_ || pending_.size() + seals_.size() == before) break;
+      if (failed_) break;
+      if (pending_.size() + seals_.size() != before) {
+        quiet_rounds = 0;
+        continue;
+      }
+      if (!ready_.empty()) {
+        // A restore may wait for pinned Host memory that a ready admission holds (host.h: it
+        // frees at Release): the server finishes its running requests, as a server does.
+        while (!ready_.empty()) ReleaseAdmission(ready_.begin()->first);
+        quiet_rounds = 0;
+        continue;
+      }
+      if (++quiet_rounds >= 3) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
     }
+    quiet_rounds = 0;
     provider_->DeliverAll();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     OpSettle();
