@@ -108,6 +108,9 @@ tsan_tests='^(DiskPlugin|DiskAbi|FaultInjection|Stress|CrashRecovery|Security|Ho
 # worker and completions on foreign threads, all at once, on a small budget.
 tsan_targets+=(tier_simulation_tests tier_sim_bridge)
 tsan_tests="$tsan_tests|^Simulation\."
+# KV events (issue 23): the publisher thread against the scheduler thread's queue and the replay.
+tsan_targets+=(tier_host_kv_events_tests tier_disk)
+tsan_tests="$tsan_tests|^HostKvEvents\.|^KvEventsEncoding\."
 
 start=$(date +%s)
 status=0
