@@ -33,6 +33,12 @@ bool Catalog::KeyEqual::operator()(const tier_key& a, const tier_key& b) const {
   return std::memcmp(a.bytes, b.bytes, TIER_KEY_BYTES) == 0;
 }
 
+Catalog::Catalog() {
+  prefix_counts_.reserve(kReservedPrefixes);
+  by_key_.reserve(kReservedPrefixes / 64);
+  by_prefix_hash_.reserve(kReservedPrefixes / 64);
+}
+
 CheckpointEntry* Catalog::Insert(std::unique_ptr<CheckpointEntry> entry) {
   if (by_key_.count(entry->key) != 0 || entry->blocks.empty()) return nullptr;
   CheckpointEntry* raw = entry.get();

@@ -98,6 +98,13 @@ struct CheckpointEntry {
 
 class Catalog {
  public:
+  // The prefix index is sized up front for kReservedPrefixes distinct prefixes (~2 MiB of
+  // buckets): growing a hash table rehashes all of it inside one call, and at ~1,500 blocks a
+  // checkpoint that was the scheduler thread's slowest Seal (several ms). A larger catalog still
+  // rehashes once per doubling past it.
+  static constexpr size_t kReservedPrefixes = size_t{1} << 18;
+  Catalog();
+
   // Adds a published checkpoint; nullptr if an entry with the same key exists. Its parent (when
   // present) counts one more child.
   CheckpointEntry* Insert(std::unique_ptr<CheckpointEntry> entry);

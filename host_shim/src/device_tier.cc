@@ -3,7 +3,7 @@
 #include <tier/check.h>
 
 #include <algorithm>
-#include <set>
+#include <utility>
 
 namespace tier {
 
@@ -75,14 +75,17 @@ SegmentSpec DeviceTier::LayerSegment(uint32_t layer, uint32_t pages) const {
 }
 
 Status DeviceTier::CheckPages(std::span<const uint32_t> pages, bool distinct) const {
-  std::set<uint32_t> seen;
+  if (distinct && ++check_ == 0) {  // wrapped: stamps of earlier calls would look current
+    std::fill(seen_.begin(), seen_.end(), 0);
+    check_ = 1;
+  }
   for (size_t i = 0; i < pages.size(); ++i) {
     if (pages[i] >= pool_.layout.page_count()) {
       return Status::InvalidArgument("page id " + std::to_string(pages[i]) + " at index " +
                                      std::to_string(i) + " is outside the pool (" +
                                      std::to_string(pool_.layout.page_count()) + " pages)");
     }
-    if (distinct && !seen.insert(pages[i]).second) {
+    if (distinct && std::exchange(seen_[pages[i]], check_) == check_) {
       return Status::InvalidArgument("page id " + std::to_string(pages[i]) + " appears twice");
     }
   }
@@ -211,16 +214,18 @@ Status DeviceTier::OrderAfter(device::NativeStream producer) {
 }
 
 void DeviceTier::Hold(std::span<const uint32_t> pages) {
-  for (uint32_t p : pages) ++held_[p];
+  for (uint32_t p : pages) {
+    TIER_CHECK_MSG(p < held_.size(), "page %u held but outside the pool", p);
+    if (held_[p]++ == 0) ++held_pages_;
+  }
 }
 
 std::vector<uint32_t> DeviceTier::Drop(std::span<const uint32_t> pages) {
   std::vector<uint32_t> freed;
   for (uint32_t p : pages) {
-    auto it = held_.find(p);
-    TIER_CHECK_MSG(it != held_.end(), "page %u dropped but not held", p);
-    if (--it->second == 0) {
-      held_.erase(it);
+    TIER_CHECK_MSG(p < held_.size() && held_[p] > 0, "page %u dropped but not held", p);
+    if (--held_[p] == 0) {
+      --held_pages_;
       freed.push_back(p);
     }
   }

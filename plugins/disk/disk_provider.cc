@@ -132,6 +132,12 @@ Status DiskProvider::Start() {
   codec_ = std::make_unique<WorkQueue>("tier-codec", options_.codec_threads);
   TIER_RETURN_IF_ERROR(SelectIoPath());
   if (seams_.wrap_backend) backend_ = seams_.wrap_backend(std::move(backend_));
+  if (seams_.probe_read_bytes_per_second > 0) {
+    io_path_.probe_read_bytes_per_second = seams_.probe_read_bytes_per_second;
+  }
+  codec_capacity_ = options_.compression == CompressionMode::kAuto
+                        ? MeasureCodecCapacity(options_.zstd_level, options_.codec_threads)
+                        : CodecCapacity{};
   estimator_ = std::make_unique<RestoreEstimator>(
       io_path_.probe_read_bytes_per_second, ProbeDecompressBytesPerSecond(options_.zstd_level),
       options_.codec_threads);
@@ -150,14 +156,16 @@ void DiskProvider::LogOpened() {
       line, sizeof(line),
       "disk: cold tier at '%s' (%s): io_path=%s queue_depth=%u staging=%llu MiB "
       "chunk=%u KiB compression=%s durability=%s capacity=%llu bytes; probe read %.2f "
-      "GB/s; adopted %llu checkpoints (%llu bytes), removed %llu temporary files, "
+      "GB/s, codec cores %.2f; adopted %llu checkpoints (%llu bytes), removed %llu temporary "
+      "files, "
       "quarantined %llu corrupt files and %llu not written by this server, left %llu of another "
       "namespace alone",
       options_.dir.c_str(), dir_.fs_name.c_str(), io_path_.label, options_.queue_depth,
       static_cast<unsigned long long>(options_.staging_bytes >> 20), options_.chunk_bytes >> 10,
       CompressionName(options_.compression), DurabilityName(options_.durability),
       static_cast<unsigned long long>(options_.capacity_bytes),
-      io_path_.probe_read_bytes_per_second / 1e9, static_cast<unsigned long long>(index_.entries()),
+      io_path_.probe_read_bytes_per_second / 1e9, codec_capacity_.parallel_cores,
+      static_cast<unsigned long long>(index_.entries()),
       static_cast<unsigned long long>(index_.used_bytes()),
       static_cast<unsigned long long>(temps_removed_at_open_),
       static_cast<unsigned long long>(quarantined_at_open_),

@@ -40,6 +40,9 @@ struct Seams {
   // Wraps the I/O backend chosen at open (after the probe). Called once, at open.
   std::function<std::unique_ptr<IoBackend>(std::unique_ptr<IoBackend>)> wrap_backend;
   bool disable_io_uring = false;  // as if io_uring were blocked by seccomp
+  // > 0: the read rate (bytes per second) the open probe reports, as if the device read that fast
+  // (compression=auto's decision and the restore estimate start from it).
+  double probe_read_bytes_per_second = 0;
 };
 
 // What the open-time probe chose and measured.
@@ -177,6 +180,7 @@ class DiskProvider {
   std::unique_ptr<WorkQueue> runners_;
   std::unique_ptr<WorkQueue> codec_;
   std::unique_ptr<RestoreEstimator> estimator_;
+  CodecCapacity codec_capacity_;  // measured at open
   std::unique_ptr<DiskMetrics> metrics_;
   FailureLog failures_;
 

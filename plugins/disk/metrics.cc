@@ -26,6 +26,18 @@ DiskMetrics::DiskMetrics(const tier_host_services* host)
       CounterSeries(TIER_METRIC_COLD_QUARANTINED,
                     "Cold-tier files moved into quarantine/: corrupt, a stuck name, not owned",
                     "reason", reasons);
+  std::vector<const char*> decisions;
+  for (int d = 0; d < kCodecDecisions; ++d) {
+    decisions.push_back(CodecDecisionName(static_cast<CodecDecision>(d)));
+  }
+  codec_decisions_ =
+      CounterSeries(kCodecDecisionsMetric,
+                    "Cold-tier segments spilled, by why they got their codec (compressed or raw)",
+                    "decision", decisions);
+}
+
+void DiskMetrics::CodecDecided(CodecDecision decision) {
+  Add(codec_decisions_[static_cast<size_t>(decision)], 1);
 }
 
 void DiskMetrics::Quarantined(QuarantineReason reason) {

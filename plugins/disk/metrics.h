@@ -7,9 +7,13 @@
 
 #include <vector>
 
+#include "compression_policy.h"
+
 namespace tier::disk {
 
 using provider::DataLossWhere;
+
+inline constexpr const char* kCodecDecisionsMetric = "tier_cold_codec_decisions_total";
 
 // Why a file was moved into quarantine/ (or removed where it could not be moved): it failed
 // verification; something that is not the checkpoint stood under a checkpoint's name and blocked
@@ -25,9 +29,13 @@ class DiskMetrics : public provider::ColdMetrics {
   // Registers every family and series. `host` must outlive this object. Any thread, once.
   explicit DiskMetrics(const tier_host_services* host);
   void Quarantined(QuarantineReason reason);
+  // counter {provider, decision}: segments spilled, by why they got their codec
+  // (tier_cold_codec_decisions_total; CodecDecisionName spells the values).
+  void CodecDecided(CodecDecision decision);
 
  private:
   std::vector<tier_metric*> quarantined_;
+  std::vector<tier_metric*> codec_decisions_;
 };
 
 }  // namespace tier::disk

@@ -299,8 +299,11 @@ void DiskProvider::SpillRun::ChooseCodecs() {
     SegmentRecord& rec = header_.segments[s];
     if (rec.codec == kCodecInline) continue;
     const tier_segment& seg = job_.segments[s];
-    rec.codec = SegmentCodec({static_cast<const uint8_t*>(seg.data), seg.length_bytes}, p_.options_,
-                             *p_.estimator_);
+    const CodecChoice choice =
+        SegmentCodec({static_cast<const uint8_t*>(seg.data), seg.length_bytes}, p_.options_,
+                     *p_.estimator_, p_.codec_capacity_);
+    rec.codec = choice.codec;
+    p_.metrics_->CodecDecided(choice.decision);
   }
 }
 

@@ -348,6 +348,7 @@ Status RadosProvider::Remove(const tier_key* key) {
       counted_bytes_ -= std::min(counted_bytes_, stored_bytes);
       if (counted_entries_ > 0) --counted_entries_;
     }
+    FleetGiveBack(stored_bytes);
     if (fetched.ok()) DropChunks(k, spill_id, chunk_count);
     break;
   }

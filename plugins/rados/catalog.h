@@ -39,6 +39,14 @@ struct HeaderReadState {
 Status ListObjects(rados_ioctx_t io, uint64_t max_objects, uint64_t deadline_ns,
                    const std::function<bool(const std::string&)>& fn, bool* truncated);
 
+class Aio;
+// The xattrs of every object in `oids` (rcs[i] = 0 or -errno), a wave of reads at a time, all
+// within `deadline_ns` (monotonic). sweep.cc.
+Status ReadXattrs(Aio* aio, const std::vector<std::string>& oids, uint64_t deadline_ns,
+                  std::vector<int>* rcs, std::vector<std::map<std::string, std::string>>* out);
+// A decimal xattr value (at most 20 digits).
+bool ParseDecimal(const std::string& text, uint64_t* out);
+
 // errno of a cluster operation as a Status: ENOSPC/EDQUOT NO_SPACE, else IO_ERROR; `what` names
 // the operation and object. ETIMEDOUT says that the outcome is unknown.
 Status FromRados(int rc, const std::string& what);

@@ -63,6 +63,8 @@ struct RadosProvider::SpillJob {
   void* user_data = nullptr;
   uint64_t accepted_ns = 0;
   uint64_t worst_case_bytes = 0;        // reserved at acceptance
+  uint64_t fleet_reserved_bytes = 0;    // held in the fleet ledger for this spill
+  uint64_t fleet_committed_bytes = 0;   // counted as stored in the fleet ledger (before publish)
   Header header;                        // tables filled as chunks are prepared
   std::vector<ChunkPlace> places;       // by seq
   std::vector<const uint8_t*> sources;  // by header segment: the caller's bytes
@@ -93,6 +95,7 @@ struct RadosProvider::RestoreJob {
   std::mutex suspicion_mu;
   std::string suspicion;  // the first such finding
   bool retried = false;
+  bool fleet_pinned = false;  // a pin in the fleet ledger: no server evicts the key meanwhile
 };
 
 // The chunk places of `header`, by seq.

@@ -1,6 +1,8 @@
 #include "options.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <set>
 #include <string_view>
 
@@ -23,7 +25,8 @@ bool PlainText(std::string_view text, size_t max_bytes) {
 constexpr const char* kKnown =
     "conf, pool, client, keyring, capacity_bytes, capacity_gib, object_mib, queue_depth, "
     "compression, zstd_level, op_timeout_s, threads, lease_grace_s, sweep_interval_s, "
-    "namespace_prefix, auth_key_file, admin_socket";
+    "namespace_prefix, auth_key_file, admin_socket, fleet_budget_bytes, fleet_budget_gib, "
+    "fleet_lease_s";
 
 // Applies one option to `out`; `have_capacity` tracks capacity_bytes/capacity_gib.
 Status ApplyOption(std::string_view key, std::string_view value, RadosOptions* out,
@@ -103,6 +106,21 @@ Status ApplyOption(std::string_view key, std::string_view value, RadosOptions* o
     if (!provider::ParseInteger(value, 0, 86400, &i))
       return Bad(key, "an integer in [0, 86400]", value);
     out->sweep_interval_s = static_cast<uint32_t>(i);
+  } else if (key == "fleet_budget_bytes") {
+    if (!provider::ParseInteger(value, 1, INT64_MAX, &i)) return Bad(key, "a byte count", value);
+    out->fleet_budget_bytes = static_cast<uint64_t>(i);
+  } else if (key == "fleet_budget_gib") {
+    char* end = nullptr;
+    const std::string text(value);
+    const double gib = std::strtod(text.c_str(), &end);
+    if (text.empty() || end == nullptr || *end != '\0' || !(gib > 0) || gib > 1e9) {
+      return Bad(key, "a positive number of GiB", value);
+    }
+    out->fleet_budget_bytes = static_cast<uint64_t>(std::llround(gib * 1073741824.0));
+  } else if (key == "fleet_lease_s") {
+    if (!provider::ParseInteger(value, 3, 3600, &i))
+      return Bad(key, "an integer in [3, 3600]", value);
+    out->fleet_lease_s = static_cast<uint32_t>(i);
   } else if (key == "namespace_prefix") {
     if (!PlainText(value, 4000)) return Bad(key, "a string shorter than 4000 bytes", value);
     out->namespace_prefix = std::string(value);
@@ -156,6 +174,11 @@ Result<RadosOptions> ParseOptions(std::span<const tier_option> options) {
         "rados: option 'lease_grace_s'=" + std::to_string(out.lease_grace_s) +
         ": must be at least 2 x op_timeout_s + 2 = " + std::to_string(2 * out.op_timeout_s + 2) +
         " (a live spill must never look dead to the sweep)");
+  }
+  if (seen.count("fleet_budget_bytes") != 0 && seen.count("fleet_budget_gib") != 0) {
+    return Status::InvalidArgument(
+        "rados: option 'fleet_budget_gib': give one of fleet_budget_bytes and fleet_budget_gib, "
+        "not both");
   }
   return out;
 }

@@ -32,6 +32,8 @@ struct RadosOptions {
   std::string namespace_prefix;     // put before the host's namespace (separate fleets, tests)
   std::string auth_key_file;        // the fleet's secret: seals and tags keyed ("" = unkeyed)
   std::string admin_socket;  // librados admin socket path ("" = none, whatever the conf says)
+  uint64_t fleet_budget_bytes = 0;  // one budget for every server of the namespace (0 = off)
+  uint32_t fleet_lease_s = 30;      // a server silent this long gives its fleet budget back
 
   // The cluster name of the client ("client.tier").
   std::string client_name() const { return "client." + client; }

@@ -87,6 +87,17 @@ Status RadosProvider::Start() {
   // One sweep now (bounded by op_timeout_s): orphans of dead spills go, the namespace is counted.
   Result<SweepReport> sweep = Sweep(uint64_t{options_.op_timeout_s} * 1'000'000'000ull);
   if (!sweep.ok()) return sweep.status().Annotate("rados: open: sweep");
+  if (options_.fleet_budget_bytes != 0) {
+    fleet_ =
+        std::make_unique<FleetBudget>(aio_.get(), options_.fleet_budget_bytes,
+                                      options_.fleet_lease_s, NewSpillId(), options_.op_timeout_s);
+    TIER_RETURN_IF_ERROR(fleet_->Join(sweep->stored_bytes).Annotate("rados: open: fleet budget"));
+    fleet_thread_ = std::thread([this] { FleetLoop(); });
+    Log(TIER_LOG_INFO, "rados: fleet budget " + std::to_string(options_.fleet_budget_bytes) +
+                           " bytes shared by every server of the namespace (ledger '" +
+                           FleetBudget::kObject + "', server " + Hex64(fleet_->server_id()) +
+                           ", fleet_lease_s=" + std::to_string(options_.fleet_lease_s) + ")");
+  }
   housekeeping_ = std::thread([this] { HousekeepingLoop(); });
   PublishUsage();
   const std::string seals =
@@ -153,6 +164,14 @@ void RadosProvider::Close() {
     housekeeping_cv_.notify_all();
     housekeeping_.join();
   }
+  if (fleet_thread_.joinable()) {
+    {
+      std::lock_guard lock(housekeeping_mu_);
+      stop_housekeeping_ = true;
+    }
+    housekeeping_cv_.notify_all();
+    fleet_thread_.join();
+  }
   // Jobs see closing_ and stop issuing chunk operations; what is in flight completes within
   // op_timeout_s (librados's own timeout). One deadline for everything, then cancel what is left
   // (a cancelled operation completes at once).
@@ -174,6 +193,11 @@ void RadosProvider::Close() {
   }
   if (reaper_ && !reaper_->WaitIdle(remaining())) {
     Log(TIER_LOG_WARN, "rados: close: background removals unfinished; the sweep removes the rest");
+  }
+  if (fleet_) {
+    // Everything this server held (reservations, pins) goes back now, not after the lease.
+    Status left = fleet_->Leave();
+    if (!left.ok()) Log(TIER_LOG_WARN, "rados: close: fleet: " + left.message());
   }
   if (reaper_) reaper_->Stop();
   if (aio_ && !aio_->WaitIdle(remaining())) aio_->CancelAll();

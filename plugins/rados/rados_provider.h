@@ -32,6 +32,7 @@
 
 #include "aio.h"
 #include "cluster.h"
+#include "fleet.h"
 #include "format.h"
 #include "io_window.h"
 #include "metrics.h"
@@ -59,6 +60,8 @@ struct SweepReport {
 struct RadosHooks {
   // A spill whose chunks are written and whose lease was found fresh, before its header publish.
   std::function<void(const KeyBytes& key)> before_publish;
+  // A restore pinned in the fleet ledger (fleet_budget_bytes), before it reads a chunk.
+  std::function<void(const KeyBytes& key)> restore_pinned;
 };
 
 // A header as read from the cluster, with its xattrs.
@@ -102,6 +105,11 @@ class RadosProvider {
 
   // One sweep pass now, as the periodic one (tests, logs). Any thread.
   Result<SweepReport> SweepNow();
+  // The fleet budget's ledger (nullptr without fleet_budget_bytes).
+  FleetBudget* fleet() const { return fleet_.get(); }
+  // Evicts the least recently used checkpoints of the namespace (by the shared tier.used) that
+  // no server is restoring, until `need_bytes` are freed or none is left; returns the bytes freed.
+  uint64_t EvictLeastRecentlyUsed(uint64_t need_bytes);
 
   const RadosOptions& options() const { return options_; }
   const std::string& rados_namespace() const { return tag_; }
@@ -170,6 +178,13 @@ class RadosProvider {
   Status RecheckAfterSuspicion(RestoreJob* job, bool* retry);
   void FinishRestore(RestoreJob* job, const Status& status);
 
+  // fleet_evict.cc
+  Status FleetReserve(SpillJob* job);
+  void FleetSettleSpill(SpillJob* job, const Status& status);
+  void FleetLoop();
+  void FleetReconcile();
+  void FleetGiveBack(uint64_t stored_bytes);  // a checkpoint removed
+
   // sweep.cc
   void HousekeepingLoop();
   Result<SweepReport> Sweep(uint64_t time_budget_ns);
@@ -217,6 +232,10 @@ class RadosProvider {
   bool stop_housekeeping_ = false;
   std::thread housekeeping_;
   std::mutex sweep_mu_;  // one sweep at a time
+
+  std::unique_ptr<FleetBudget> fleet_;
+  std::thread fleet_thread_;
+  std::mutex evict_mu_;  // one eviction pass at a time in this instance
 };
 
 // The key of a tier_key.

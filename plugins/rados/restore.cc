@@ -282,9 +282,12 @@ Status RadosProvider::RecheckAfterSuspicion(RestoreJob* job, bool* retry) {
   Log(TIER_LOG_ERROR, "rados: checkpoint '" + HeaderName(job->key) + "' (spill " + Hex64(spill_id) +
                           ") is damaged: " + suspicion + "; removing it");
   if (RemoveHeaderIf(job->key, spill_id, deadline).ok()) {
-    std::lock_guard lock(mu_);
-    counted_bytes_ -= std::min(counted_bytes_, job->header->stored_bytes);
-    if (counted_entries_ > 0) --counted_entries_;
+    {
+      std::lock_guard lock(mu_);
+      counted_bytes_ -= std::min(counted_bytes_, job->header->stored_bytes);
+      if (counted_entries_ > 0) --counted_entries_;
+    }
+    FleetGiveBack(job->header->stored_bytes);
   }
   ForgetHeader(job->key, spill_id);
   DropChunks(job->key, spill_id, static_cast<uint32_t>(job->header->chunks.size()));
@@ -294,6 +297,12 @@ Status RadosProvider::RecheckAfterSuspicion(RestoreJob* job, bool* retry) {
 
 void RadosProvider::RunRestore(RestoreJob* job) {
   Status status = [&]() -> Status {
+    if (fleet_ && !closing_.load()) {
+      // No server evicts a key pinned in the fleet ledger; one being evicted is a miss.
+      TIER_RETURN_IF_ERROR(fleet_->Pin(Hex({job->key.data(), job->key.size()})));
+      job->fleet_pinned = true;
+      if (hooks_.restore_pinned) hooks_.restore_pinned(job->key);
+    }
     for (;;) {
       if (closing_.load()) return Status::Cancelled("rados: closed before the restore ran");
       TIER_RETURN_IF_ERROR(RestoreChunks(job));
@@ -315,6 +324,10 @@ void RadosProvider::FinishRestore(RestoreJob* job, const Status& status) {
   Complete(job->done, job->user_data, job->accepted_ns, status, h.logical_bytes,
            status.ok() ? h.stored_bytes : 0, /*spill=*/false);
   Unpin(job->key, h.spill_id);
+  if (job->fleet_pinned) {
+    Status unpinned = fleet_->Unpin(Hex({job->key.data(), job->key.size()}));
+    if (!unpinned.ok()) Log(TIER_LOG_WARN, "rados: fleet: unpin: " + unpinned.message());
+  }
   delete job;
   JobFinished();
 }

@@ -81,6 +81,8 @@ bool PlanHeader(std::span<const tier_segment> segments, uint32_t object_bytes,
 
 }  // namespace
 
+uint64_t StoredBytes(const Header& h);
+
 Status RadosProvider::Spill(const tier_key* key, const tier_segment* segments,
                             uint32_t segment_count, tier_done_fn done, void* user_data) {
   auto refuse = [&](Status status) {
@@ -105,10 +107,11 @@ Status RadosProvider::Spill(const tier_key* key, const tier_segment* segments,
   std::string why;
   uint64_t logical = 0;
   for (const tier_segment& s : job->segments) logical = SaturatingAdd(logical, s.length_bytes);
-  if (logical > options_.capacity_bytes) {
+  const uint64_t budget = fleet_ ? options_.fleet_budget_bytes : options_.capacity_bytes;
+  if (logical > budget) {
     return refuse(Status::NoSpace(
-        "rados: a checkpoint of " + std::to_string(logical) +
-        " bytes exceeds capacity_bytes=" + std::to_string(options_.capacity_bytes)));
+        "rados: a checkpoint of " + std::to_string(logical) + " bytes exceeds " +
+        (fleet_ ? "fleet_budget_bytes=" : "capacity_bytes=") + std::to_string(budget)));
   }
   if (!PlanHeader(job->segments, options_.object_bytes, cluster_->limits().max_write_bytes,
                   &job->header, &job->worst_case_bytes, &why)) {
@@ -123,8 +126,9 @@ Status RadosProvider::Spill(const tier_key* key, const tier_segment* segments,
       return refuse(
           Status::Busy("rados: " + std::to_string(kMaxInflightOps) + " operations in flight"));
     }
-    if (SaturatingAdd(SaturatingAdd(counted_bytes_, reserved_bytes_), job->worst_case_bytes) >
-        options_.capacity_bytes) {
+    // With a fleet budget the shared ledger decides, on the runner (fleet_evict.cc).
+    if (!fleet_ && SaturatingAdd(SaturatingAdd(counted_bytes_, reserved_bytes_),
+                                 job->worst_case_bytes) > options_.capacity_bytes) {
       return refuse(Status::NoSpace(
           "rados: capacity_bytes=" + std::to_string(options_.capacity_bytes) +
           " would be exceeded (" + std::to_string(counted_bytes_) + " stored in the namespace, " +
@@ -249,13 +253,17 @@ void RadosProvider::SpillChunk(SpillJob* job, uint32_t seq) {
   }
 }
 
+uint64_t StoredBytes(const Header& h) {
+  uint64_t stored = 0;
+  for (const ChunkRecord& c : h.chunks) stored += kChunkHeaderBytes + c.stored_bytes;
+  return stored + HeaderContentBytes(h.prefix.size() + h.namespace_id.size(), h.segments.size(),
+                                     h.chunks.size(), h.inline_bytes.size());
+}
+
 Status RadosProvider::PublishHeader(SpillJob* job, bool* maybe_written) {
   *maybe_written = false;
   Header& h = job->header;
-  uint64_t stored = 0;
-  for (const ChunkRecord& c : h.chunks) stored += kChunkHeaderBytes + c.stored_bytes;
-  stored += HeaderContentBytes(h.prefix.size() + h.namespace_id.size(), h.segments.size(),
-                               h.chunks.size(), h.inline_bytes.size());
+  const uint64_t stored = StoredBytes(h);
   h.stored_bytes = stored;
   h.created_unix_ns = UnixNowNs();
   const std::vector<uint8_t> content = EncodeHeader(h, sealer_);
@@ -411,10 +419,21 @@ void RadosProvider::RunSpill(SpillJob* job) {
   bool maybe_written = false;
   if (closing_.load()) {
     status = Status::Cancelled("rados: closed before the spill started");
+  } else if (fleet_ && !(status = FleetReserve(job)).ok()) {
+    // The fleet is full of checkpoints being restored, or the ledger did not answer.
   } else if (status = BeginSpill(job); status.ok() || status.code() != TIER_ALREADY_EXISTS) {
     after = After::kAbandon;
     if (status.ok()) status = WriteChunks(job);
     if (status.ok() && hooks_.before_publish) hooks_.before_publish(job->key);
+    if (status.ok() && fleet_) {
+      // Counted as stored before it can be seen: a crash from here on leaves the count high.
+      const uint64_t stored = StoredBytes(job->header);
+      status = fleet_->Commit(job->fleet_reserved_bytes, stored);
+      if (status.ok()) {
+        job->fleet_reserved_bytes = 0;
+        job->fleet_committed_bytes = stored;
+      }
+    }
     if (status.ok()) status = PublishHeader(job, &maybe_written);
     if (status.ok()) {
       status = RecheckLeaseAfterPublish(job);
@@ -424,6 +443,7 @@ void RadosProvider::RunSpill(SpillJob* job) {
     if (maybe_written) after = After::kAbandonMaybePublished;
   }
   if (status.ok()) CacheHeader(std::make_shared<const Header>(job->header));
+  if (fleet_) FleetSettleSpill(job, status);
   FinishSpill(job, status);
   if (after == After::kAbandon || after == After::kAbandonMaybePublished) {
     AbandonSpill(job, after == After::kAbandonMaybePublished);

@@ -44,6 +44,8 @@ struct Wave {
   uint32_t pending = 0;
 };
 
+}  // namespace
+
 // The xattrs of every object in `oids` (rcs[i] = 0 or -errno), kMetadataWave reads in flight.
 Status ReadXattrs(Aio* aio, const std::vector<std::string>& oids, uint64_t deadline_ns,
                   std::vector<int>* rcs, std::vector<std::map<std::string, std::string>>* out) {
@@ -96,7 +98,7 @@ Status ReadXattrs(Aio* aio, const std::vector<std::string>& oids, uint64_t deadl
   return Status::Ok();
 }
 
-bool ParseUnsigned(const std::string& text, uint64_t* out) {
+bool ParseDecimal(const std::string& text, uint64_t* out) {
   if (text.empty() || text.size() > 20 ||
       text.find_first_not_of("0123456789") != std::string::npos) {
     return false;
@@ -104,8 +106,6 @@ bool ParseUnsigned(const std::string& text, uint64_t* out) {
   *out = std::strtoull(text.c_str(), nullptr, 10);
   return true;
 }
-
-}  // namespace
 
 Result<SweepReport> RadosProvider::SweepNow() {
   return Sweep(uint64_t{options_.op_timeout_s} * 4 * kSecondNs);
@@ -161,7 +161,7 @@ Result<SweepReport> RadosProvider::Sweep(uint64_t time_budget_ns) {
   for (size_t i = 0; i < oids.size(); ++i) {
     uint64_t stored = 0;
     auto it = xattrs[i].find(kXattrStored);
-    if (rcs[i] != 0 || it == xattrs[i].end() || !ParseUnsigned(it->second, &stored)) continue;
+    if (rcs[i] != 0 || it == xattrs[i].end() || !ParseDecimal(it->second, &stored)) continue;
     ++report.checkpoints;
     report.stored_bytes += stored;
   }
@@ -190,7 +190,7 @@ Result<SweepReport> RadosProvider::Sweep(uint64_t time_budget_ns) {
     }
     auto it = xattrs[i].find(kXattrLease);
     uint64_t lease_ns = 0;
-    if (rcs[i] != 0 || it == xattrs[i].end() || !ParseUnsigned(it->second, &lease_ns) ||
+    if (rcs[i] != 0 || it == xattrs[i].end() || !ParseDecimal(it->second, &lease_ns) ||
         now_unix < lease_ns + grace_ns) {
       ++report.live_spills;  // fresh, or unreadable now: leave it
       continue;

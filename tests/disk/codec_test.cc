@@ -3,6 +3,7 @@
 // guard, and the format accepts the shuffle codecs only where a chunk's codec is its segment's.
 #include <gtest/gtest.h>
 #include <zstd.h>
+#include <cmath>
 
 #include <cstring>
 #include <vector>
@@ -65,6 +66,36 @@ TEST(DiskCodec, RestoreSpeedGuardKeepsRaw) {
   const CodecChoice slow = ChooseCodec(bf16, 1, true, 1e15);  // no core decompresses 1 PB/s
   EXPECT_EQ(slow.codec, kCodecRaw);
   EXPECT_STRNE(slow.reason, "");
+}
+
+TEST(DiskCodec, RestoreSpeedGuardRecordsItsDecision) {
+  const std::vector<uint8_t> bf16 = Bf16Like(8 << 20, 2);
+  EXPECT_EQ(ChooseCodec(bf16, 1, true, 1e6).decision, CodecDecision::kCompressed);
+  EXPECT_EQ(ChooseCodec(bf16, 1, true, 1e15).decision, CodecDecision::kDecompressSlow);
+  EXPECT_EQ(ChooseCodec(RandomBytes(1 << 20, 3), 1, true, 1e6).decision,
+            CodecDecision::kSavesUnder10Pct);
+  EXPECT_EQ(ChooseCodec(RandomBytes(100, 3), 1, true, 1e6).decision, CodecDecision::kUnder4KiB);
+}
+
+// Rule 2 as a formula: the faster the device's raw restores, the faster decompression must be;
+// more codec cores lower the bar; where raw restores are already bound by checksumming on the
+// codec cores, nothing compressed can keep up.
+TEST(DiskCodec, MinDecompressRateFollowsTheDeviceAndTheCores) {
+  const CodecCapacity one{1.0, 10e9};
+  const CodecCapacity two{2.0, 10e9};
+  const double slow_disk = MinDecompressBytesPerSecond(0.5e9, one);
+  const double fast_disk = MinDecompressBytesPerSecond(2e9, one);
+  EXPECT_GT(slow_disk, 0.5e9 * kDecompressHeadroom);  // the checksum still has to run
+  EXPECT_GT(fast_disk, slow_disk);
+  EXPECT_LT(MinDecompressBytesPerSecond(2e9, two), fast_disk);
+  EXPECT_TRUE(std::isinf(MinDecompressBytesPerSecond(20e9, one)));  // 1/R < 1/c: CPU-bound raw
+}
+
+TEST(DiskCodec, CodecCapacityIsMeasuredWithinItsBounds) {
+  const CodecCapacity c = MeasureCodecCapacity(1, 2);
+  EXPECT_GE(c.parallel_cores, 0.25);
+  EXPECT_LE(c.parallel_cores, 2.0);
+  EXPECT_GT(c.checksum_bytes_per_second, 1e8);
 }
 
 Header ShuffledHeader(uint32_t segment_codec, uint32_t chunk_codec) {

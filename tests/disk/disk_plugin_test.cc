@@ -206,11 +206,12 @@ TEST_P(DiskPluginCompression, RoundTripsAndReportsStoredBytes) {
   TempDir tmp;
   FakeHost host;
   // auto compresses only when decompressing keeps up with reading raw, judged against the raw
-  // read bandwidth the open probe measured. Buffered I/O caps that estimate at 1 GB/s, so the
-  // decision does not depend on how fast this machine's disk happens to be.
+  // read bandwidth the open probe measured: a device reading 10 MB/s here, so that the decision
+  // does not depend on how fast this machine's disk and CPUs happen to be.
   auto options = BaseOptions(tmp.Sub("tier")).Set("compression", c.mode).Set("chunk_kib", "256");
-  if (std::string(c.mode) == "auto") options.Set("direct_io", "off");
-  auto p = MustOpen(host, options);
+  Seams seams;
+  seams.probe_read_bytes_per_second = 10e6;
+  auto p = MustOpen(host, options, seams);
   const uint64_t bytes = (3u << 20) + 777;
   std::vector<uint8_t> data = std::string(c.data) == "random" ? RandomBytes(bytes, 5)
                               : std::string(c.data) == "bf16" ? Bf16Like(bytes, 5)
@@ -235,6 +236,45 @@ TEST_P(DiskPluginCompression, RoundTripsAndReportsStoredBytes) {
   RestoreTarget u = MakeTarget(cp, 100);
   ASSERT_EQ(RestoreSync(*p, MakeKey(30), u).status, TIER_OK);
   EXPECT_TRUE(u.Equals(cp));
+}
+
+// auto weighs decompression on this machine against the device's read rate: a device that reads
+// faster than any core decompresses gets raw segments, a slow one compressed segments; each
+// segment's decision is counted in tier_cold_codec_decisions_total{decision}. Restores are exact.
+TEST(DiskPluginCompressionAuto, StoresRawOnAFastDeviceAndCompressesOnASlowOne) {
+  const uint64_t bytes = (2u << 20) + 4096;
+  const std::vector<uint8_t> data = Bf16Like(bytes, 9);
+  const uint64_t raw_stored = 4096 + AlignUp(bytes, 4096);
+  for (const double device_bytes_per_second : {1e15, 10e6}) {
+    const bool fast = device_bytes_per_second > 1e12;
+    TempDir tmp;
+    FakeHost host;
+    Seams seams;
+    seams.probe_read_bytes_per_second = device_bytes_per_second;
+    auto p = MustOpen(host, BaseOptions(tmp.Sub("tier")).Set("chunk_kib", "256"), seams);
+    ASSERT_NE(p, nullptr);
+    Checkpoint cp;
+    cp.Add(TIER_SEGMENT_MAIN_KV, 0, data);
+    cp.Add(TIER_SEGMENT_MAIN_KV, 1, data);
+    Done d = SpillSync(*p, MakeKey(31), cp);
+    ASSERT_EQ(d.status, TIER_OK) << d.message;
+    if (fast) {
+      EXPECT_EQ(d.stored_bytes, 4096 + 2 * AlignUp(bytes, 4096));
+      EXPECT_EQ(
+          host.Value("tier_cold_codec_decisions_total", "disk,raw_decompress_slower_than_reads"),
+          2.0);
+      EXPECT_EQ(host.Value("tier_cold_codec_decisions_total", "disk,compressed"), 0.0);
+    } else {
+      EXPECT_LT(d.stored_bytes, raw_stored * 2 * 9 / 10);
+      EXPECT_EQ(host.Value("tier_cold_codec_decisions_total", "disk,compressed"), 2.0);
+      EXPECT_EQ(
+          host.Value("tier_cold_codec_decisions_total", "disk,raw_decompress_slower_than_reads"),
+          0.0);
+    }
+    RestoreTarget t = MakeTarget(cp, 0);
+    ASSERT_EQ(RestoreSync(*p, MakeKey(31), t).status, TIER_OK);
+    EXPECT_TRUE(t.Equals(cp)) << (fast ? "fast" : "slow") << " device";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

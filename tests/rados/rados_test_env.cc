@@ -344,6 +344,15 @@ Result<std::string> Admin::Read(const std::string& ns, const std::string& oid) {
   return bytes;
 }
 
+Result<uint64_t> Admin::Size(const std::string& ns, const std::string& oid) {
+  uint64_t size = 0;
+  time_t mtime = 0;
+  if (const int rc = rados_stat(Io(ns), oid.c_str(), &size, &mtime); rc < 0) {
+    return Status::IoError("stat " + oid + ": " + Status::ErrnoText(-rc));
+  }
+  return size;
+}
+
 Status Admin::WriteFull(const std::string& ns, const std::string& oid, const std::string& bytes) {
   const int rc = rados_write_full(Io(ns), oid.c_str(), bytes.data(), bytes.size());
   return rc < 0 ? Status::IoError("write " + oid + ": " + Status::ErrnoText(-rc)) : Status::Ok();

@@ -132,6 +132,7 @@ class Admin {
   ~Admin();
   std::vector<std::string> List(const std::string& rados_namespace, const std::string& pool = "");
   Result<std::string> Read(const std::string& rados_namespace, const std::string& oid);
+  Result<uint64_t> Size(const std::string& rados_namespace, const std::string& oid);
   Status WriteFull(const std::string& rados_namespace, const std::string& oid,
                    const std::string& bytes);
   Status Remove(const std::string& rados_namespace, const std::string& oid);

@@ -1,6 +1,6 @@
 // The seeded simulation of the Host (simulation.h) under ctest. Knobs (environment):
 //   TIER_SIM_SEED=S       run only seed S (a failure's replay; prints what it did)
-//   TIER_SIM_SEEDS=N      seeds to run (default 400), from TIER_SIM_FIRST_SEED (default 1)
+//   TIER_SIM_SEEDS=N      seeds to run (default 1000), from TIER_SIM_FIRST_SEED (default 1)
 //   TIER_SIM_OPS=N        steps per seed (default 1000)
 //   TIER_SIM_STRICT=1     fail on the known findings too (README.md)
 //   TIER_SIM_TRACE=1      print every step and the Host's debug log
@@ -36,7 +36,7 @@ class Simulation : public ::testing::Test {
 TEST_F(Simulation, RandomRunsKeepEveryPromiseOfTheHost) {
   const bool replay = std::getenv("TIER_SIM_SEED") != nullptr;
   const uint64_t first = replay ? EnvOr("TIER_SIM_SEED", 1) : EnvOr("TIER_SIM_FIRST_SEED", 1);
-  const uint64_t seeds = replay ? 1 : EnvOr("TIER_SIM_SEEDS", 400);
+  const uint64_t seeds = replay ? 1 : EnvOr("TIER_SIM_SEEDS", 1000);
   const uint64_t ops = EnvOr("TIER_SIM_OPS", 1000);
   SimCounts total;
   std::string known_first[kKnownCount];

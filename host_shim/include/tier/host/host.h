@@ -217,7 +217,9 @@ struct HostOptions {
   // once (NO_SPACE naming host_memory_bytes and the figures; see Seal), never left pending.
   uint64_t host_memory_bytes = 0;
   // For simulators: every byte moved stands for this many bytes of the real model in budgets and
-  // in the cost model. 1 for a real server.
+  // in the cost model. 1 for a real server. Not a test hook: tier-host replay and tier-bench
+  // (--bytes-scale) run a real Host this way, and the scale is part of a checkpoint's identity
+  // (CheckpointNamespace, the stored manifest), so servers of different scales never share bytes.
   uint64_t bytes_scale = 1;
   // Bounds: cold restores in flight at once (also capped by the provider's max_inflight_ops), and
   // provider threads (calls that may block run there, never on the scheduler thread).
@@ -244,7 +246,9 @@ struct HostOptions {
   // (plus the Host->Device transfer), the restore-or-root decision is made by that prediction
   // (deterministic) and Admission::cold_restore_model_ns reports it. 0 = the provider's own
   // estimate decides (a real server). Policy and cold admission use it too; with 0 they use the
-  // read rate observed on completed restores (2 GB/s until one completed).
+  // read rate observed on completed restores (2 GB/s until one completed). Used by tier-host
+  // replay (its modelled time, the trace's cold_read_gbps) and the simulation test
+  // (tests/simulation: deterministic decisions); a real server leaves it 0.
   double model_cold_read_bytes_per_second = 0;
   // Shared cold tiers (TIER_CAP_SHARED with probe): look checkpoints other servers spilled up by
   // key at admission when the catalog has nothing as long. At most this many candidate lengths.
@@ -500,7 +504,9 @@ class Host {
   // completions are not signalled: servers Poll() every scheduler iteration. Any thread.
   int event_fd() const;
   // Blocks until Poll() has something to apply or `timeout_ns` passes; true if it has. For
-  // simulators and tests, never for a scheduler thread that must not wait. Scheduler thread.
+  // simulators and tests (tier-host replay, the benches, example_server's one-request loop),
+  // never for a scheduler thread that must not wait: a server waits on event_fd() with its own
+  // work. Scheduler thread.
   bool WaitForWork(uint64_t timeout_ns);
   // True while admissions, seals, spills, demotions or prefetches are under way (a provider call
   // past its deadline no longer counts: it only keeps its buffers until the provider ends it).
