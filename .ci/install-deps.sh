@@ -12,6 +12,8 @@ packages=(
   e2fsprogs mount                                  # FaultInjection: a full ext4 loop image
   libfuse3-dev fuse3                               # tests/powerloss: the fault-injecting FUSE filesystem (libfuse3; fuse3 brings fusermount3 and /etc/fuse.conf); no packaged tool models power loss (LazyFS is not in Debian 12)
   librados-dev                                     # plugins/rados: the shared cold tier on Ceph RADOS
+  libzmq3-dev libmsgpack-dev                       # host: KV events (ZeroMQ PUB/ROUTER, msgpack-c's packer)
+  python3-zmq python3-msgpack                      # tests/host: the KV-event subscriber written from vLLM's format
   libssl-dev                                       # plugins/rados: keyed seals and tags (HMAC-SHA256, Poly1305; librados links libcrypto already)
   ceph-mon ceph-mgr ceph-osd ceph-common           # tests/ceph/ceph-cluster.sh: the single-node test cluster (no systemd unit is used)
 )

@@ -108,6 +108,9 @@ tsan_tests='^(DiskPlugin|DiskAbi|FaultInjection|Stress|CrashRecovery|Security|Ho
 # worker and completions on foreign threads, all at once, on a small budget.
 tsan_targets+=(tier_simulation_tests tier_sim_bridge)
 tsan_tests="$tsan_tests|^Simulation\."
+# KV events (issue 23): the publisher thread against the scheduler thread's queue and the replay.
+tsan_targets+=(tier_host_kv_events_tests tier_disk)
+tsan_tests="$tsan_tests|^HostKvEvents\.|^KvEventsEncoding\."
 
 start=$(date +%s)
 status=0
@@ -147,7 +150,7 @@ if [ "$only" != asan ]; then
   # allocator_may_return_null: the Host pins its whole arena at Open (2 x host_capacity_bytes by
   # default, 32 GiB) and takes smaller chunks when that is refused; TSan's allocator would abort
   # instead of refusing.
-  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1:suppressions=$root/tests/tsan-suppressions.txt
   export TIER_SIM_SEEDS=30 TIER_SIM_OPS=500
   ctest --test-dir "$dir" -R "$tsan_tests" -j "$jobs" --output-on-failure --timeout 900 ||
     status=1

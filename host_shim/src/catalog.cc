@@ -1,5 +1,7 @@
 #include "catalog.h"
 
+#include "kv_events.h"
+
 #include <xxhash.h>
 
 #include <algorithm>
@@ -140,6 +142,7 @@ void Catalog::AddPlacement(CheckpointEntry* entry, Placement placement) {
   physical_[Slot(placement)] +=
       placement == kCold ? entry->cold_stored_bytes : entry->physical_bytes;
   entries_[Slot(placement)] += 1;
+  if (kv_events_ != nullptr) kv_events_->Changed(entry->blocks, Slot(placement), true);
 }
 
 void Catalog::RemovePlacement(CheckpointEntry* entry, Placement placement) {
@@ -152,6 +155,7 @@ void Catalog::RemovePlacement(CheckpointEntry* entry, Placement placement) {
   bytes_[Slot(placement)] -= entry->logical_bytes;
   physical_[Slot(placement)] -= physical;
   entries_[Slot(placement)] -= 1;
+  if (kv_events_ != nullptr) kv_events_->Changed(entry->blocks, Slot(placement), false);
   if (placement == kHost) entry->host_copy.reset();
   if (placement == kDevice) entry->device_copy.reset();
 }

@@ -25,6 +25,8 @@
 
 namespace tier {
 
+class KvEventPublisher;
+
 enum Placement : uint8_t { kDevice = 1, kHost = 2, kCold = 4 };
 const char* PlacementName(Placement placement);  // "device", "host", "cold"
 
@@ -127,6 +129,9 @@ class Catalog {
   // Drops an entry with no placement left (its parent counts one child less). The caller checked
   // idle().
   void Erase(CheckpointEntry* entry);
+  // Every placement added or removed from now on is published there (kv_events.h); null = none.
+  // Borrowed: it must outlive the catalog's last placement change.
+  void set_kv_events(KvEventPublisher* publisher) { kv_events_ = publisher; }
 
   size_t size() const { return by_key_.size(); }
   uint64_t logical_bytes_in(Placement p) const { return bytes_[Slot(p)]; }
@@ -152,6 +157,7 @@ class Catalog {
   // which is monotone in the prefix length, so the longest shared prefix is a binary search.
   std::unordered_map<uint64_t, uint32_t> prefix_counts_;
   std::vector<uint32_t> entries_with_length_;  // [k] = entries of exactly k blocks
+  KvEventPublisher* kv_events_ = nullptr;
   uint64_t next_generation_ = 1;
   uint64_t bytes_[3] = {0, 0, 0};
   uint64_t physical_[3] = {0, 0, 0};

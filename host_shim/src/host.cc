@@ -6,8 +6,11 @@
 #include <tier/host/log.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <thread>
+
+#include <unistd.h>
 
 #include "host_impl.h"
 
@@ -246,6 +249,7 @@ Result<std::unique_ptr<Host::Impl>> Host::Impl::Open(HostOptions options) {
   impl->options_.engine = engine.value();
   impl->server_metrics_->SetDevicePath(impl->device_->engine().path_name());
   TIER_RETURN_IF_ERROR(impl->OpenProvider());
+  TIER_RETURN_IF_ERROR(impl->StartKvEvents());
   TIER_RETURN_IF_ERROR(impl->Readopt());
   impl->UpdateGauges();
   return impl;
@@ -375,8 +379,35 @@ bool Host::Impl::Busy() const {
          (cold_ != nullptr && cold_->unanswered() > 0) || queue_->size() > 0;
 }
 
+Status Host::Impl::StartKvEvents() {
+  const KvEventsOptions& o = options_.kv_events;
+  if (o.addr.empty()) return Status::Ok();
+  std::string topic = o.topic;
+  if (topic.empty()) {
+    char hostname[256] = {};
+    gethostname(hostname, sizeof hostname - 1);
+    topic = std::string("kv@") + hostname + "@" + options_.profile.name;
+  }
+  std::string cold = o.cold_medium;
+  if (cold.empty()) {
+    cold = provider_name_.empty() ? "COLD" : provider_name_;
+    for (char& c : cold) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  std::string media[3] = {"GPU", "CPU", cold};
+  auto started = KvEventPublisher::Start(o, std::move(topic), media, options_.block_tokens);
+  if (!started.ok()) return started.status();
+  kv_events_ = std::move(started).value();
+  catalog_.set_kv_events(kv_events_.get());
+  return Status::Ok();
+}
+
 HostStats Host::Impl::Stats() const {
   HostStats s = stats_;
+  if (kv_events_ != nullptr) {
+    s.kv_events_queued = kv_events_->queued();
+    s.kv_events_published = kv_events_->published();
+    s.kv_events_dropped = kv_events_->dropped();
+  }
   s.entries = catalog_.size();
   s.device_entries = catalog_.entries_in(kDevice);
   s.host_entries = catalog_.entries_in(kHost);

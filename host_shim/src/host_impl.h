@@ -32,6 +32,7 @@
 #include "cold_tier.h"
 #include "device_tier.h"
 #include "event_queue.h"
+#include "kv_events.h"
 #include "policy.h"
 #include "releaser.h"
 #include "server_metrics.h"
@@ -55,6 +56,7 @@ class Host::Impl {
   bool WaitForWork(uint64_t timeout_ns);
   bool Busy() const;
   HostStats Stats() const;
+  Status StartKvEvents();  // Open: the publisher, when options_.kv_events.addr is set
   std::optional<CheckpointInfo> Describe(std::span<const uint64_t> blocks) const;
 
   // Aborts (TIER_CHECK) when `method` is called off the thread that opened the Host, or from
@@ -317,6 +319,7 @@ class Host::Impl {
   std::unique_ptr<DeviceTier> device_;
   std::unique_ptr<device::HostArena> arena_;
   std::unique_ptr<Releaser> releaser_ = std::make_unique<Releaser>();  // frees Host copies
+  std::unique_ptr<KvEventPublisher> kv_events_;  // null unless kv_events.addr (outlives catalog_)
   Catalog catalog_;
   PolicyOrder policy_;
   HostStats stats_;

@@ -146,6 +146,7 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   options.device_capacity_bytes = device_bytes;
   options.host_capacity_bytes = config.host_kv_mib << 20;
   options.bytes_scale = config.bytes_scale;
+  options.kv_events = config.kv_events;
   options.metrics = in.metrics;
   options.policy = config.policy;
   options.value_levers = config.value_levers;

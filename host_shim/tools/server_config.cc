@@ -50,6 +50,15 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
   app.add_option("--metrics-addr", c.metrics_addr,
                  "Serve Prometheus metrics at http://HOST:PORT/metrics")
       ->type_name("HOST:PORT");
+  app.add_option("--kv-events-addr", c.kv_events.addr,
+                 "Publish KV events (vLLM's format: ZeroMQ PUB, msgpack batches) bound at this "
+                 "endpoint, e.g. tcp://127.0.0.1:5557 (off by default)")
+      ->type_name("ENDPOINT");
+  app.add_option("--kv-events-replay-addr", c.kv_events.replay_addr,
+                 "With --kv-events-addr: serve missed batches on this ZeroMQ ROUTER endpoint")
+      ->type_name("ENDPOINT");
+  app.add_option("--kv-events-topic", c.kv_events.topic,
+                 "With --kv-events-addr: the topic frame (default kv@HOSTNAME@MODEL_PROFILE)");
   app.add_option("--bytes-scale", c.bytes_scale,
                  "Store and copy 1/N of every logical byte (the cost model and the report keep "
                  "logical sizes), so a laptop can replay 100k-token sessions")

@@ -26,6 +26,7 @@ struct ServerConfig {
   uint32_t max_concurrency = 2;            // --max-concurrency: lanes decoding at once
   std::string model_profile = "qwen3.8-27b-int8-rtx5090";
   std::string metrics_addr;     // --metrics-addr HOST:PORT ("" = no endpoint)
+  KvEventsOptions kv_events;    // --kv-events-addr, --kv-events-replay-addr, --kv-events-topic
   uint64_t bytes_scale = 1;     // --bytes-scale N: store 1/N of every logical byte
   std::string device = "auto";  // --device auto|cpu|cuda
   std::string namespace_id;     // --namespace ("" = derived from the model profile)

@@ -164,6 +164,21 @@ struct KvPool {
   uint32_t main_kv_layers = 0;  // 0 = every layer is a full-attention layer
 };
 
+// KV events (off by default): what the tiers hold, published in vLLM's KV-event format for
+// KV-aware routers (host_shim/README.md "KV events"). A checkpoint entering or leaving Device,
+// Host or Cold is a BlockStored / BlockRemoved of its block ids with the tier's medium; the
+// publisher thread encodes and sends, the scheduler thread only enqueues (bounded: a full queue
+// drops, counted in HostStats::kv_events_dropped).
+struct KvEventsOptions {
+  std::string addr;         // ZeroMQ PUB endpoint (bound), e.g. tcp://127.0.0.1:5557; "" = off
+  std::string replay_addr;  // ROUTER endpoint (bound) serving buffered batches; "" = none
+  std::string topic;        // the first frame; "" = "kv@<hostname>@<namespace label>"
+  std::string cold_medium;  // Cold's medium name; "" = the provider's name upper-cased ("DISK")
+  int data_parallel_rank = 0;
+  uint32_t queue_events = 65536;    // placement changes queued at most (then dropped, counted)
+  uint32_t replay_batches = 10000;  // batches kept for replay
+};
+
 struct HostOptions {
   // The cold tier: a provider path or short name ("disk", "null", "rados": ResolvePluginPath), and
   // its key=value options. Empty = no cold tier (Device and Host only).
@@ -261,6 +276,9 @@ struct HostOptions {
   // and a placement's memory is reused only after the copies that used it are done. A seal whose
   // state does not fit goes to Host. 0 = min(device_capacity_bytes / bytes_scale, 1 GiB).
   uint64_t device_state_bytes = 0;
+
+  // ---- KV events (issue 23) ---------------------------------------------------------------------
+  KvEventsOptions kv_events;
 };
 
 // The server's destination for a restore: called synchronously inside Admit (or Poll, once the
@@ -373,6 +391,9 @@ struct Event {
 
 // What the Host has done since Open (for reports and tests).
 struct HostStats {
+  // KV events (HostOptions::kv_events): placement changes queued, published, and dropped on a
+  // full queue (a subscriber's index then misses them until the next AllBlocksCleared).
+  uint64_t kv_events_queued = 0, kv_events_published = 0, kv_events_dropped = 0;
   uint64_t spills = 0, spill_failures = 0, evictions = 0;
   // Spills a shared tier answered ALREADY_EXISTS: another server stored the key first (a success
   // for the fleet; not among spills nor spill_failures).
