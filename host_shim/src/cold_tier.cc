@@ -3,7 +3,10 @@
 #include <tier/check.h>
 #include <tier/host/host_services.h>
 
+#include "host_copy.h"
+
 #include <algorithm>
+#include <cstdlib>
 #include <future>
 
 namespace tier {
@@ -24,6 +27,26 @@ Answer<Completion> TimedOutCompletion(uint64_t timeout_ns) {
   c.status = Status::IoError("no completion from the provider within " +
                              std::to_string(timeout_ns / 1000000) + " ms");
   return {c, true};
+}
+
+// A checkpoint's segments as the provider sees them when encryption is on: sealed copies in
+// buffers aligned like a Host copy's, alive until the provider's completion has run.
+struct SealedSegments {
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::vector<tier_segment> plain, stored;
+  std::vector<std::unique_ptr<std::byte, Free>> buffers;
+};
+
+Completion Refused(Status status) {
+  Completion c;
+  c.status = std::move(status);
+  return c;
+}
+
+uint64_t HeaderBytesOf(size_t segments) {
+  return segments * SegmentCipher::kHeaderBytes;
 }
 
 }  // namespace
@@ -142,6 +165,11 @@ void ColdTier::Stat(const tier_key& key, IoPhase phase, Done<StatResult> done) {
       phase, [shared, timeout] { (*shared)(TimedOut<StatResult>(timeout)); }, nullptr, 0);
   const bool queued = threads_->RunParallel([this, id, key, shared] {
     Result<StatResult> stat = instance_->Stat(key);
+    if (stat.ok() && options_.cipher != nullptr) {
+      for (tier_segment_info& s : stat.value().segments) {
+        s.length_bytes -= std::min<uint64_t>(s.length_bytes, SegmentCipher::kHeaderBytes);
+      }
+    }
     PostFinish(id, [shared, stat] { (*shared)({stat}); });
   });
   if (!queued) PostFinish(id, [shared] { (*shared)({Status::Busy("too many provider calls")}); });
@@ -188,6 +216,10 @@ void ColdTier::SubmitAsync(Submit submit, const tier_key& key, std::vector<tier_
   const bool queued =
       threads_->RunSerial([this, submit, key, segments = std::move(segments), finish] {
         // A refusal is answered here; an acceptance by the provider's completion (any thread).
+        if (options_.cipher != nullptr) {
+          SubmitSealed(submit, key, segments, finish);
+          return;
+        }
         const Status accepted = (instance_.get()->*submit)(key, segments, finish);
         if (!accepted.ok()) {
           Completion refused;
@@ -200,6 +232,76 @@ void ColdTier::SubmitAsync(Submit submit, const tier_key& key, std::vector<tier_
     refused.status = Status::Busy("too many provider calls");
     finish(refused);
   }
+}
+
+void ColdTier::SubmitSealed(Submit submit, const tier_key& key, std::vector<tier_segment> segments,
+                            std::function<void(const Completion&)> finish) {
+  // Runs on the serial call thread: sealing a spill costs this thread, not the scheduler's.
+  const SegmentCipher& cipher = *options_.cipher;
+  const bool spill = submit == &ProviderInstance::Spill;
+  auto sealed = std::make_shared<SealedSegments>();
+  sealed->plain = std::move(segments);
+  constexpr uint64_t kAlign = HostCopy::kSegmentAlignmentBytes;
+  for (const tier_segment& s : sealed->plain) {
+    const uint64_t n = s.length_bytes + SegmentCipher::kHeaderBytes;
+    auto* p =
+        static_cast<std::byte*>(std::aligned_alloc(kAlign, (n + kAlign - 1) / kAlign * kAlign));
+    if (p == nullptr) {
+      finish(Refused(Status::NoSpace("no memory for an encrypted segment copy")));
+      return;
+    }
+    sealed->buffers.emplace_back(p);
+    sealed->stored.push_back({s.kind, s.index, n, p});
+    if (!spill) continue;
+    const Status ok = cipher.Seal(key, s.kind, s.index,
+                                  {static_cast<const std::byte*>(s.data), s.length_bytes}, {p, n});
+    if (!ok.ok()) {
+      finish(Refused(ok));
+      return;
+    }
+  }
+  // The provider's completion (any thread): a restore is opened here, before the scheduler sees
+  // it; nothing that fails its tag reaches the caller's buffers as a success.
+  auto opened = [options = options_, sealed, key, spill, finish](const Completion& c) {
+    Completion out = c;
+    const uint64_t headers = HeaderBytesOf(sealed->plain.size());
+    out.logical_bytes -= std::min(out.logical_bytes, headers);
+    for (size_t i = 0; !spill && out.status.ok() && i < sealed->plain.size(); ++i) {
+      const tier_segment& plain = sealed->plain[i];
+      const tier_segment& stored = sealed->stored[i];
+      const Status opened_ok =
+          options.cipher->Unseal(key, plain.kind, plain.index,
+                                 {static_cast<const std::byte*>(stored.data), stored.length_bytes},
+                                 {static_cast<std::byte*>(plain.data), plain.length_bytes});
+      if (!opened_ok.ok()) {
+        out.status = opened_ok;
+        out.logical_bytes = 0;
+        out.stored_bytes = 0;
+      }
+    }
+    finish(out);
+  };
+  const Status accepted = (instance_.get()->*submit)(key, sealed->stored, opened);
+  if (!accepted.ok()) finish(Refused(accepted));
+}
+
+void ColdTier::OpenEntry(EntryCopy& copy) const {
+  const SegmentCipher& cipher = *options_.cipher;
+  uint32_t manifest_index = 0;
+  for (tier_segment_info& s : copy.segments) {
+    s.length_bytes -= std::min<uint64_t>(s.length_bytes, SegmentCipher::kHeaderBytes);
+    if (s.kind == TIER_SEGMENT_MANIFEST) manifest_index = s.index;
+  }
+  copy.logical_bytes -= std::min(copy.logical_bytes, HeaderBytesOf(copy.segments.size()));
+  if (!copy.has_manifest) return;
+  std::vector<std::byte> plain(copy.manifest.size() -
+                               std::min(copy.manifest.size(), SegmentCipher::kHeaderBytes));
+  if (!cipher.Unseal(copy.key, TIER_SEGMENT_MANIFEST, manifest_index, copy.manifest, plain).ok()) {
+    copy.has_manifest = false;  // unreadable here: not re-adopted (counted by the cipher)
+    copy.manifest.clear();
+    return;
+  }
+  copy.manifest = std::move(plain);
 }
 
 template <typename T>
@@ -242,7 +344,8 @@ Status ColdTier::EnumerateWithin(const std::function<bool(const tier_entry&)>& v
     return true;
   });
   if (!walked.ok()) return walked.status();
-  for (const EntryCopy& copy : *entries) {
+  for (EntryCopy& copy : *entries) {
+    if (options_.cipher != nullptr) OpenEntry(copy);
     if (!visit(copy.view())) break;
   }
   return Status::Ok();

@@ -23,6 +23,7 @@
 
 #include "call_threads.h"
 #include "event_queue.h"
+#include "segment_cipher.h"
 
 namespace tier {
 
@@ -41,6 +42,11 @@ class ColdTier {
   struct Options {
     uint32_t threads = 2;                         // parallel call threads (plus one serial)
     uint64_t timeout_ns = 30ull * 1000000000ull;  // every call's deadline
+    // Encryption at rest (HostOptions::encryption): when set, every segment a spill hands the
+    // provider is sealed (SegmentCipher) on the call thread, every restore is read into sealed
+    // buffers and opened on the provider's completion thread (a failed tag is DATA_LOSS), and
+    // stat/enumerate report the plaintext lengths and the opened manifest. Callers see plaintext.
+    std::shared_ptr<const SegmentCipher> cipher;
   };
   template <typename T>
   using Done = std::function<void(Answer<T>)>;
@@ -81,6 +87,7 @@ class ColdTier {
   uint64_t calls_in(IoPhase phase) const { return calls_by_phase_[static_cast<int>(phase)]; }
   uint64_t timeouts() const { return timeouts_; }
   bool has_probe() const;
+  const SegmentCipher* cipher() const { return options_.cipher.get(); }
   ProviderInstance& instance() { return *instance_; }
   // Gives up on a provider that does not finish: neither the instance nor the call threads are
   // touched again; the caller must leak this object. Owner's thread.
@@ -107,6 +114,10 @@ class ColdTier {
   void SubmitAsync(Submit submit, const tier_key& key, std::vector<tier_segment> segments,
                    IoPhase phase, Done<Completion> done, std::function<void()> settled,
                    uint64_t timeout_ns);
+  // Encryption: the provider's view of a checkpoint's segments and back.
+  void SubmitSealed(Submit submit, const tier_key& key, std::vector<tier_segment> segments,
+                    std::function<void(const Completion&)> finish);
+  void OpenEntry(EntryCopy& copy) const;
   template <typename T>
   Result<T> Blocking(std::function<Result<T>()> call);
 

@@ -423,6 +423,10 @@ HostStats Host::Impl::Stats() const {
     s.inflight_provider_ops = cold_->unsettled();
     s.timeouts = cold_->timeouts();
     s.provider_calls_outside_admission = cold_->calls_in(IoPhase::kIdle);
+    if (cold_->cipher() != nullptr) {
+      s.encryption_tag_failures = cold_->cipher()->tag_failures();
+      s.encryption_unknown_key = cold_->cipher()->unknown_key();
+    }
   }
   return s;
 }

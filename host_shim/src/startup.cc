@@ -74,6 +74,16 @@ Status Host::Impl::OpenProvider() {
   ColdTier::Options cold_options;
   cold_options.threads = options_.provider_threads;
   cold_options.timeout_ns = options_.provider_timeout_ns;
+  if (!options_.encryption.key_file.empty()) {
+    auto cipher = SegmentCipher::Open(options_.namespace_id, options_.encryption.key_file,
+                                      options_.encryption.old_key_files);
+    if (!cipher.ok()) return cipher.status().Annotate("encryption at rest");
+    cold_options.cipher = std::move(cipher).value();
+    Log(TIER_LOG_INFO, "host: encryption at rest on (AES-256-GCM, key id " +
+                           cold_options.cipher->key_id_hex() + ", " +
+                           std::to_string(options_.encryption.old_key_files.size()) +
+                           " older key(s) for reading)");
+  }
   cold_ = std::make_unique<ColdTier>(std::move(instance).value(), queue_.get(), cold_options);
   auto info = cold_->InfoWithin();
   if (!info.ok()) return info.status().Annotate(provider_name_ + ": info");

@@ -279,6 +279,19 @@ struct HostOptions {
 
   // ---- KV events (issue 23) ---------------------------------------------------------------------
   KvEventsOptions kv_events;
+
+  // ---- Encryption at rest (issue 23) -----------------------------------------------------------
+  // Off when key_file is empty (the default). Otherwise every segment (the manifest too) the Host
+  // hands the provider is AES-256-GCM ciphertext with a small header (key id, nonce, tag); the
+  // provider and the store never see plaintext or a key. key_file: the master key, 32 raw bytes or
+  // 64 hex digits, read at Open and refused (INVALID_ARGUMENT naming the path) unless a regular
+  // file of mode 0600 or stricter owned by this process's uid. old_key_files: earlier master keys,
+  // accepted for reading only (rotation). A segment that fails its tag or names an unknown key is
+  // DATA_LOSS: a miss, counted in HostStats::encryption_*, never served. See the README section.
+  struct Encryption {
+    std::string key_file;
+    std::vector<std::string> old_key_files;
+  } encryption;
 };
 
 // The server's destination for a restore: called synchronously inside Admit (or Poll, once the
@@ -394,6 +407,9 @@ struct HostStats {
   // KV events (HostOptions::kv_events): placement changes queued, published, and dropped on a
   // full queue (a subscriber's index then misses them until the next AllBlocksCleared).
   uint64_t kv_events_queued = 0, kv_events_published = 0, kv_events_dropped = 0;
+  // Encryption at rest (HostOptions::encryption): segments (restores, or manifests at Open) that
+  // failed their tag or had no valid header, and segments sealed under a key this server lacks.
+  uint64_t encryption_tag_failures = 0, encryption_unknown_key = 0;
   uint64_t spills = 0, spill_failures = 0, evictions = 0;
   // Spills a shared tier answered ALREADY_EXISTS: another server stored the key first (a success
   // for the fleet; not among spills nor spill_failures).

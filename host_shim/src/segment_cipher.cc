@@ -1,0 +1,271 @@
+#include "segment_cipher.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#if TIER_HAVE_ENCRYPTION
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#endif
+
+namespace tier {
+namespace {
+
+constexpr char kMagic[4] = {'T', 'K', 'C', '1'};
+constexpr size_t kIdOffset = 4, kNonceOffset = 12, kTagOffset = 24, kNonceBytes = 12,
+                 kTagBytes = 16;
+static_assert(kTagOffset + kTagBytes == SegmentCipher::kHeaderBytes);
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+void PutU32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void PutU64(std::vector<uint8_t>& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+#if TIER_HAVE_ENCRYPTION
+struct CtxFree {
+  void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
+};
+using Ctx = std::unique_ptr<EVP_CIPHER_CTX, CtxFree>;
+
+Result<SegmentCipher::DataKey> Derive(const std::array<uint8_t, 32>& master,
+                                      const std::string& namespace_id) {
+  SegmentCipher::DataKey out;
+  uint8_t digest[SHA256_DIGEST_LENGTH];
+  SHA256(master.data(), master.size(), digest);
+  std::memcpy(out.id.data(), digest, out.id.size());
+  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  if (kdf == nullptr) return Status::Internal("encryption: OpenSSL has no HKDF");
+  EVP_KDF_CTX* kctx = EVP_KDF_CTX_new(kdf);
+  EVP_KDF_free(kdf);
+  if (kctx == nullptr) return Status::Internal("encryption: HKDF context");
+  static const char kSalt[] = "tier-host encryption at rest v1";
+  std::string info = "segment data key\n" + namespace_id;
+  char digest_name[] = "SHA256";
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest_name, 0),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(master.data()),
+                                        master.size()),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<char*>(kSalt),
+                                        sizeof(kSalt) - 1),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info.data(), info.size()),
+      OSSL_PARAM_construct_end()};
+  const int ok = EVP_KDF_derive(kctx, out.key.data(), out.key.size(), params);
+  EVP_KDF_CTX_free(kctx);
+  OPENSSL_cleanse(digest, sizeof(digest));
+  if (ok != 1) return Status::Internal("encryption: HKDF derive failed");
+  return out;
+}
+#endif
+
+}  // namespace
+
+bool SegmentCipher::Available() {
+  return TIER_HAVE_ENCRYPTION != 0;
+}
+
+Result<std::array<uint8_t, 32>> SegmentCipher::ReadKeyFile(const std::string& path) {
+  const std::string what = "encryption key file " + path + ": ";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Status::FromErrno(errno, what + "cannot open");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::FromErrno(err, what + "cannot stat");
+  }
+  auto refuse = [&](const std::string& why) -> Status {
+    ::close(fd);
+    return Status::InvalidArgument(what + why);
+  };
+  if (!S_ISREG(st.st_mode)) return refuse("not a regular file");
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return refuse(std::string("mode ") + mode + " gives group or others access (chmod 0600 it)");
+  }
+  if (st.st_uid != ::geteuid()) {
+    return refuse("owned by uid " + std::to_string(st.st_uid) + ", not this process's uid " +
+                  std::to_string(::geteuid()));
+  }
+  char buf[130];
+  ssize_t got = 0, n = 0;
+  while ((n = ::read(fd, buf + got, sizeof(buf) - static_cast<size_t>(got))) > 0) {
+    got += n;
+    if (got == static_cast<ssize_t>(sizeof(buf))) break;
+  }
+  ::close(fd);
+  std::array<uint8_t, 32> key{};
+  size_t len = static_cast<size_t>(got);
+  if (len == 32) {
+    std::memcpy(key.data(), buf, 32);
+  } else {
+    if (len == 65 && buf[64] == '\n') len = 64;
+    bool hex = len == 64;
+    for (size_t i = 0; hex && i < 32; ++i) {
+      const int hi = HexDigit(buf[2 * i]), lo = HexDigit(buf[2 * i + 1]);
+      hex = hi >= 0 && lo >= 0;
+      key[i] = static_cast<uint8_t>(hi * 16 + lo);
+    }
+    std::memset(buf, 0, sizeof(buf));
+    if (!hex) {
+      return Status::InvalidArgument(what + "holds " + std::to_string(got) +
+                                     " bytes; a key is 32 raw bytes or 64 hex digits");
+    }
+  }
+  std::memset(buf, 0, sizeof(buf));
+  return key;
+}
+
+Result<std::unique_ptr<SegmentCipher>> SegmentCipher::Open(
+    const std::string& namespace_id, const std::string& key_file,
+    const std::vector<std::string>& old_key_files) {
+#if TIER_HAVE_ENCRYPTION
+  std::vector<DataKey> keys;
+  std::vector<std::string> files{key_file};
+  files.insert(files.end(), old_key_files.begin(), old_key_files.end());
+  for (const std::string& file : files) {
+    auto master = ReadKeyFile(file);
+    if (!master.ok()) return master.status();
+    auto derived = Derive(master.value(), namespace_id);
+    OPENSSL_cleanse(master.value().data(), master.value().size());
+    if (!derived.ok()) return derived.status();
+    keys.push_back(derived.value());
+  }
+  return std::make_unique<SegmentCipher>(namespace_id, std::move(keys));
+#else
+  (void)namespace_id;
+  (void)old_key_files;
+  return Status::Unsupported("encryption key file " + key_file +
+                             ": this build has no OpenSSL libcrypto (Debian: libssl-dev)");
+#endif
+}
+
+SegmentCipher::~SegmentCipher() {
+#if TIER_HAVE_ENCRYPTION
+  for (DataKey& k : keys_) OPENSSL_cleanse(k.key.data(), k.key.size());
+#endif
+}
+
+std::string SegmentCipher::key_id_hex() const {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : keys_.front().id) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 15]);
+  }
+  return out;
+}
+
+std::vector<uint8_t> SegmentCipher::Aad(const tier_key& key, tier_segment_kind kind, uint32_t index,
+                                        uint64_t length) const {
+  std::vector<uint8_t> aad(kMagic, kMagic + 4);
+  PutU32(aad, static_cast<uint32_t>(namespace_id_.size()));
+  aad.insert(aad.end(), namespace_id_.begin(), namespace_id_.end());
+  aad.insert(aad.end(), key.bytes, key.bytes + TIER_KEY_BYTES);
+  PutU32(aad, kind);
+  PutU32(aad, index);
+  PutU64(aad, length);
+  return aad;
+}
+
+Status SegmentCipher::Seal(const tier_key& key, tier_segment_kind kind, uint32_t index,
+                           std::span<const std::byte> plain, std::span<std::byte> out) const {
+  if (out.size() != plain.size() + kHeaderBytes) return Status::Internal("seal: output size");
+#if TIER_HAVE_ENCRYPTION
+  auto* head = reinterpret_cast<unsigned char*>(out.data());
+  std::memcpy(head, kMagic, 4);
+  std::memcpy(head + kIdOffset, keys_.front().id.data(), 8);
+  if (RAND_bytes(head + kNonceOffset, kNonceBytes) != 1) {
+    return Status::Internal("seal: no random nonce");
+  }
+  const std::vector<uint8_t> aad = Aad(key, kind, index, plain.size());
+  Ctx ctx(EVP_CIPHER_CTX_new());
+  int len = 0;
+  bool ok =
+      ctx != nullptr &&
+      EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, keys_.front().key.data(),
+                         head + kNonceOffset) == 1 &&
+      EVP_EncryptUpdate(ctx.get(), nullptr, &len, aad.data(), static_cast<int>(aad.size())) == 1;
+  const auto* in = reinterpret_cast<const unsigned char*>(plain.data());
+  unsigned char* body = head + kHeaderBytes;
+  constexpr size_t kStep = 1u << 30;  // EVP lengths are int
+  for (size_t done = 0; ok && done < plain.size(); done += kStep) {
+    const int step = static_cast<int>(std::min(kStep, plain.size() - done));
+    ok = EVP_EncryptUpdate(ctx.get(), body + done, &len, in + done, step) == 1;
+  }
+  ok = ok && EVP_EncryptFinal_ex(ctx.get(), body + plain.size(), &len) == 1 &&
+       EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes, head + kTagOffset) == 1;
+  if (!ok) return Status::Internal("seal: AES-256-GCM failed");
+  return Status::Ok();
+#else
+  (void)key, (void)kind, (void)index;
+  return Status::Unsupported("no OpenSSL in this build");
+#endif
+}
+
+Status SegmentCipher::Unseal(const tier_key& key, tier_segment_kind kind, uint32_t index,
+                             std::span<const std::byte> stored, std::span<std::byte> plain) const {
+  if (stored.size() != plain.size() + kHeaderBytes || std::memcmp(stored.data(), kMagic, 4) != 0) {
+    tag_failures_.fetch_add(1);
+    return Status::DataLoss("encrypted segment " + std::to_string(kind) + "/" +
+                            std::to_string(index) + " has no valid header");
+  }
+#if TIER_HAVE_ENCRYPTION
+  const auto* head = reinterpret_cast<const unsigned char*>(stored.data());
+  const DataKey* data_key = nullptr;
+  for (const DataKey& k : keys_) {
+    if (std::memcmp(k.id.data(), head + kIdOffset, 8) == 0) data_key = &k;
+  }
+  if (data_key == nullptr) {
+    unknown_key_.fetch_add(1);
+    return Status::DataLoss("segment sealed under an encryption key this server does not hold");
+  }
+  const std::vector<uint8_t> aad = Aad(key, kind, index, plain.size());
+  Ctx ctx(EVP_CIPHER_CTX_new());
+  int len = 0;
+  bool ok =
+      ctx != nullptr &&
+      EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, data_key->key.data(),
+                         head + kNonceOffset) == 1 &&
+      EVP_DecryptUpdate(ctx.get(), nullptr, &len, aad.data(), static_cast<int>(aad.size())) == 1;
+  const unsigned char* body = head + kHeaderBytes;
+  auto* out = reinterpret_cast<unsigned char*>(plain.data());
+  constexpr size_t kStep = 1u << 30;
+  for (size_t done = 0; ok && done < plain.size(); done += kStep) {
+    const int step = static_cast<int>(std::min(kStep, plain.size() - done));
+    ok = EVP_DecryptUpdate(ctx.get(), out + done, &len, body + done, step) == 1;
+  }
+  unsigned char tag[kTagBytes];
+  std::memcpy(tag, head + kTagOffset, kTagBytes);
+  ok = ok && EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kTagBytes, tag) == 1 &&
+       EVP_DecryptFinal_ex(ctx.get(), out + plain.size(), &len) == 1;
+  if (!ok) {
+    tag_failures_.fetch_add(1);
+    return Status::DataLoss("encrypted segment " + std::to_string(kind) + "/" +
+                            std::to_string(index) + " fails its tag (tampered, moved or replayed)");
+  }
+  return Status::Ok();
+#else
+  (void)key;
+  return Status::Unsupported("no OpenSSL in this build");
+#endif
+}
+
+}  // namespace tier

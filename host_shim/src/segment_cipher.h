@@ -1,0 +1,71 @@
+// segment_cipher.h -- encryption at rest for what the Host hands a provider
+// (HostOptions::encryption).
+//
+// AES-256-GCM (OpenSSL libcrypto) per segment: each segment the provider stores is a fixed header
+// (magic, key id, a random 96-bit nonce, the tag) followed by the ciphertext, the same length as
+// the plaintext. The additional authenticated data binds the namespace, the checkpoint key (the
+// tenant is in it through the salted ids), the segment kind and index and the plaintext length, so
+// a segment moved, swapped or replayed under another key fails its tag. The data key is derived
+// from the master key with HKDF-SHA256 per namespace; the key id is the first 8 bytes of SHA-256 of
+// the master key. Older master keys open what they sealed (rotation). Keys never leave this object.
+// Thread-safe: Seal and Open run on provider and call threads concurrently.
+#pragma once
+
+#include <tier/status.h>
+#include "tier_provider.h"
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tier {
+
+class SegmentCipher {
+ public:
+  static constexpr size_t kHeaderBytes = 40;  // "TKC1", key id 8, nonce 12, tag 16
+
+  // Reads the master key file (and older ones, for reading only); see CheckKeyFile.
+  // Unsupported when built without OpenSSL.
+  static Result<std::unique_ptr<SegmentCipher>> Open(const std::string& namespace_id,
+                                                     const std::string& key_file,
+                                                     const std::vector<std::string>& old_key_files);
+  // The key file's rules: a regular file, mode without group or other bits, owned by this
+  // process's effective uid, holding 32 raw bytes or 64 hex digits (one trailing newline allowed).
+  static Result<std::array<uint8_t, 32>> ReadKeyFile(const std::string& path);
+  static bool Available();  // built with OpenSSL
+
+  // Writes header + ciphertext of `plain` into `out` (plain.size() + kHeaderBytes).
+  Status Seal(const tier_key& key, tier_segment_kind kind, uint32_t index,
+              std::span<const std::byte> plain, std::span<std::byte> out) const;
+  // Checks and decrypts `stored` into `plain` (stored.size() - kHeaderBytes). DATA_LOSS on a
+  // failed tag or an unknown key id (counted); `plain` may hold garbage then, never to be served.
+  Status Unseal(const tier_key& key, tier_segment_kind kind, uint32_t index,
+                std::span<const std::byte> stored, std::span<std::byte> plain) const;
+
+  uint64_t tag_failures() const { return tag_failures_.load(); }
+  uint64_t unknown_key() const { return unknown_key_.load(); }
+  // The current key's id in hex (safe to log: a hash prefix, not the key).
+  std::string key_id_hex() const;
+
+  struct DataKey {
+    std::array<uint8_t, 8> id{};
+    std::array<uint8_t, 32> key{};
+  };
+  explicit SegmentCipher(std::string namespace_id, std::vector<DataKey> keys)
+      : namespace_id_(std::move(namespace_id)), keys_(std::move(keys)) {}
+  ~SegmentCipher();
+
+ private:
+  std::vector<uint8_t> Aad(const tier_key& key, tier_segment_kind kind, uint32_t index,
+                           uint64_t length) const;
+  std::string namespace_id_;
+  std::vector<DataKey> keys_;  // [0] seals; all open
+  mutable std::atomic<uint64_t> tag_failures_{0}, unknown_key_{0};
+};
+
+}  // namespace tier
