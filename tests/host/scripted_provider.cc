@@ -533,3 +533,27 @@ extern "C" TIER_EXPORT uint64_t tier_scripted_closed(void) {
   std::lock_guard<std::mutex> lock(g_late_mutex);
   return g_closed;
 }
+
+// For the encryption tests: the bytes a named store (store=NAME) holds for segment (kind, index)
+// of `key`, writable so a test can tamper with them; NULL when absent. Valid until the store
+// changes; only while no call is under way.
+extern "C" TIER_EXPORT unsigned char* tier_scripted_segment(const char* store, const tier_key* key,
+                                                            uint32_t kind, uint32_t index,
+                                                            uint64_t* length_bytes) {
+  std::shared_ptr<Store> s;
+  {
+    std::lock_guard<std::mutex> lock(g_stores_mutex);
+    auto it = g_stores.find(store);
+    if (it == g_stores.end()) return nullptr;
+    s = it->second;
+  }
+  std::lock_guard<std::mutex> lock(s->mutex);
+  auto it = s->stored.find(*key);
+  if (it == s->stored.end()) return nullptr;
+  for (size_t j = 0; j < it->second.table.size(); ++j) {
+    if (it->second.table[j].kind != kind || it->second.table[j].index != index) continue;
+    *length_bytes = it->second.data[j].size();
+    return it->second.data[j].data();
+  }
+  return nullptr;
+}
