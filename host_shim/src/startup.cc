@@ -168,6 +168,9 @@ Result<std::unique_ptr<CheckpointEntry>> Host::Impl::EntryFromStored(
 Status Host::Impl::Readopt() {
   if (cold_ == nullptr || cold_capacity_bytes_ == 0) return Status::Ok();
   uint64_t adopted = 0, refused = 0;
+  const SegmentCipher* cipher = cold_->cipher();
+  const uint64_t unopened_before =
+      cipher != nullptr ? cipher->tag_failures() + cipher->unknown_key() : 0;
   Status walked = cold_->EnumerateWithin([&](const tier_entry& e) {
     if (e.manifest == nullptr) {
       ++refused;
@@ -204,6 +207,14 @@ Status Host::Impl::Readopt() {
   });
   if (!walked.ok()) return walked.Annotate("re-adopting cold checkpoints");
   catalog_.RecountChildren();  // children may have been enumerated before their parents
+  if (cipher != nullptr) {
+    const uint64_t unopened = cipher->tag_failures() + cipher->unknown_key() - unopened_before;
+    if (unopened > 0) {
+      Log(TIER_LOG_WARN, "host: " + std::to_string(unopened) +
+                             " cold manifest(s) did not open with this server's encryption keys "
+                             "(another key, or tampered): not re-adopted, never served");
+    }
+  }
   stats_.readopted = adopted;
   server_metrics_->Readopted(adopted);
   Log(TIER_LOG_INFO,
