@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "host_fixture.h"
 #include "test_support.h"
@@ -175,6 +177,49 @@ TEST_F(HostEncryption, ARotatedKeyReadsOldCheckpointsAndWithoutItTheyAreCountedM
   EXPECT_EQ(host_->Stats().readopted, 0u) << "its manifest does not open without key A";
   ExpectMiss(prompt, 20);
   EXPECT_GE(host_->Stats().encryption_unknown_key, 1u);
+}
+
+TEST_F(HostEncryption, OnDiskTheFilesHoldNoPlaintextAndARestartRestoresExactly) {
+  if (!kHaveEncryption) GTEST_SKIP() << "built without OpenSSL";
+  const auto prompt = Blocks(10, 2);
+  Open("scripted", {{"store", store_}}, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2);
+  SealAndPushToCold(prompt);  // the plaintext, as an unencrypted Host hands it over
+  const auto kv = Stored(prompt, TIER_SEGMENT_MAIN_KV, 0);
+  const std::vector<unsigned char> plain(kv.begin(), kv.end());
+  ASSERT_GE(plain.size(), 4096u);
+  host_.reset();
+
+  const std::string key = KeyFile("key", 'c');
+  const ProviderOptions disk = {{"dir", dir_.path() + "/cold"},
+                                {"capacity_bytes", "67108864"},
+                                {"chunk_kib", "64"},
+                                {"compression", "auto"}};
+  auto open_disk = [&] {
+    ended_.clear();
+    Open("disk", disk, Bytes(1) * 3 / 2, Bytes(1) * 3 / 2,
+         [&](HostOptions& o) { o.encryption.key_file = key; });
+  };
+  open_disk();
+  SealAndPushToCold(prompt);
+  host_.reset();
+  size_t files = 0;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir_.path() + "/cold")) {
+    if (!f.is_regular_file()) continue;
+    ++files;
+    std::ifstream in(f.path(), std::ios::binary);
+    const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
+                                           std::istreambuf_iterator<char>());
+    for (size_t at = 0; at + 64 <= plain.size(); at += 997) {
+      ASSERT_EQ(
+          std::search(bytes.begin(), bytes.end(), plain.begin() + at, plain.begin() + at + 64),
+          bytes.end())
+          << f.path() << " holds plaintext from offset " << at;
+    }
+  }
+  EXPECT_GE(files, 1u);
+  open_disk();
+  EXPECT_GE(host_->Stats().readopted, 1u);
+  ExpectColdHit(prompt, 10);
 }
 
 TEST_F(HostEncryption, AKeyFileOthersCanReadOrOfTheWrongLengthOrOwnerIsAnOpenError) {
