@@ -14,7 +14,7 @@ packages=(
   librados-dev                                     # plugins/rados: the shared cold tier on Ceph RADOS
   libzmq3-dev libmsgpack-dev                       # host: KV events (ZeroMQ PUB/ROUTER, msgpack-c's packer)
   python3-zmq python3-msgpack                      # tests/host: the KV-event subscriber written from vLLM's format
-  libssl-dev                                       # plugins/rados: keyed seals and tags (HMAC-SHA256, Poly1305; librados links libcrypto already)
+  libssl-dev                                       # plugins/rados: keyed seals and tags; host: encryption at rest (AES-256-GCM, HKDF)
   ceph-mon ceph-mgr ceph-osd ceph-common           # tests/ceph/ceph-cluster.sh: the single-node test cluster (no systemd unit is used)
 )
 missing=()
