@@ -3,10 +3,7 @@
 #include <tier/check.h>
 #include <tier/host/host_services.h>
 
-#include "host_copy.h"
-
 #include <algorithm>
-#include <cstdlib>
 #include <future>
 
 namespace tier {
@@ -28,16 +25,6 @@ Answer<Completion> TimedOutCompletion(uint64_t timeout_ns) {
                              std::to_string(timeout_ns / 1000000) + " ms");
   return {c, true};
 }
-
-// A checkpoint's segments as the provider sees them when encryption is on: sealed copies in
-// buffers aligned like a Host copy's, alive until the provider's completion has run.
-struct SealedSegments {
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
-  std::vector<tier_segment> plain, stored;
-  std::vector<std::unique_ptr<std::byte, Free>> buffers;
-};
 
 Completion Refused(Status status) {
   Completion c;
@@ -237,44 +224,21 @@ void ColdTier::SubmitAsync(Submit submit, const tier_key& key, std::vector<tier_
 void ColdTier::SubmitSealed(Submit submit, const tier_key& key, std::vector<tier_segment> segments,
                             std::function<void(const Completion&)> finish) {
   // Runs on the serial call thread: sealing a spill costs this thread, not the scheduler's.
-  const SegmentCipher& cipher = *options_.cipher;
   const bool spill = submit == &ProviderInstance::Spill;
-  auto sealed = std::make_shared<SealedSegments>();
-  sealed->plain = std::move(segments);
-  constexpr uint64_t kAlign = HostCopy::kSegmentAlignmentBytes;
-  for (const tier_segment& s : sealed->plain) {
-    const uint64_t n = s.length_bytes + SegmentCipher::kHeaderBytes;
-    auto* p =
-        static_cast<std::byte*>(std::aligned_alloc(kAlign, (n + kAlign - 1) / kAlign * kAlign));
-    if (p == nullptr) {
-      finish(Refused(Status::NoSpace("no memory for an encrypted segment copy")));
-      return;
-    }
-    sealed->buffers.emplace_back(p);
-    sealed->stored.push_back({s.kind, s.index, n, p});
-    if (!spill) continue;
-    const Status ok = cipher.Seal(key, s.kind, s.index,
-                                  {static_cast<const std::byte*>(s.data), s.length_bytes}, {p, n});
-    if (!ok.ok()) {
-      finish(Refused(ok));
-      return;
-    }
+  auto prepared = options_.cipher->Prepare(key, std::move(segments), spill);
+  if (!prepared.ok()) {
+    finish(Refused(prepared.status()));
+    return;
   }
+  std::shared_ptr<SealedSegments> sealed = prepared.take();
   // The provider's completion (any thread): a restore is opened here, before the scheduler sees
-  // it; nothing that fails its tag reaches the caller's buffers as a success.
-  auto opened = [options = options_, sealed, key, spill, finish](const Completion& c) {
+  // it; nothing that fails its tag reaches the caller as a success.
+  auto opened = [cipher = options_.cipher, sealed, key, spill, finish](const Completion& c) {
     Completion out = c;
-    const uint64_t headers = HeaderBytesOf(sealed->plain.size());
-    out.logical_bytes -= std::min(out.logical_bytes, headers);
-    for (size_t i = 0; !spill && out.status.ok() && i < sealed->plain.size(); ++i) {
-      const tier_segment& plain = sealed->plain[i];
-      const tier_segment& stored = sealed->stored[i];
-      const Status opened_ok =
-          options.cipher->Unseal(key, plain.kind, plain.index,
-                                 {static_cast<const std::byte*>(stored.data), stored.length_bytes},
-                                 {static_cast<std::byte*>(plain.data), plain.length_bytes});
-      if (!opened_ok.ok()) {
-        out.status = opened_ok;
+    out.logical_bytes -= std::min(out.logical_bytes, HeaderBytesOf(sealed->plain.size()));
+    if (!spill && out.status.ok()) {
+      if (Status ok = cipher->OpenAll(key, *sealed); !ok.ok()) {
+        out.status = ok;
         out.logical_bytes = 0;
         out.stored_bytes = 0;
       }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #if TIER_HAVE_ENCRYPTION
@@ -161,6 +162,43 @@ SegmentCipher::~SegmentCipher() {
 #if TIER_HAVE_ENCRYPTION
   for (DataKey& k : keys_) OPENSSL_cleanse(k.key.data(), k.key.size());
 #endif
+}
+
+void SealedSegments::Free::operator()(std::byte* p) const {
+  std::free(p);
+}
+
+Result<std::shared_ptr<SealedSegments>> SegmentCipher::Prepare(const tier_key& key,
+                                                               std::vector<tier_segment> plain,
+                                                               bool seal) const {
+  constexpr uint64_t kAlign = 4096;
+  auto sealed = std::make_shared<SealedSegments>();
+  sealed->plain = std::move(plain);
+  for (const tier_segment& s : sealed->plain) {
+    const uint64_t n = s.length_bytes + kHeaderBytes;
+    auto* p =
+        static_cast<std::byte*>(std::aligned_alloc(kAlign, (n + kAlign - 1) / kAlign * kAlign));
+    if (p == nullptr) return Status::NoSpace("no memory for an encrypted segment copy");
+    sealed->buffers.emplace_back(p);
+    sealed->stored.push_back({s.kind, s.index, n, p});
+    if (!seal) continue;
+    Status ok =
+        Seal(key, s.kind, s.index, {static_cast<const std::byte*>(s.data), s.length_bytes}, {p, n});
+    if (!ok.ok()) return ok;
+  }
+  return sealed;
+}
+
+Status SegmentCipher::OpenAll(const tier_key& key, const SealedSegments& sealed) const {
+  for (size_t i = 0; i < sealed.plain.size(); ++i) {
+    const tier_segment& plain = sealed.plain[i];
+    const tier_segment& stored = sealed.stored[i];
+    Status ok = Unseal(key, plain.kind, plain.index,
+                       {static_cast<const std::byte*>(stored.data), stored.length_bytes},
+                       {static_cast<std::byte*>(plain.data), plain.length_bytes});
+    if (!ok.ok()) return ok;
+  }
+  return Status::Ok();
 }
 
 std::string SegmentCipher::key_id_hex() const {

@@ -25,6 +25,16 @@
 
 namespace tier {
 
+// A checkpoint's segments as a provider sees them when encryption is on: `stored[i]` is the sealed
+// form of `plain[i]`, in buffers aligned to 4 KiB (like a Host copy's) that this object owns.
+struct SealedSegments {
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
+  std::vector<tier_segment> plain, stored;
+  std::vector<std::unique_ptr<std::byte, Free>> buffers;
+};
+
 class SegmentCipher {
  public:
   static constexpr size_t kHeaderBytes = 40;  // "TKC1", key id 8, nonce 12, tag 16
@@ -46,6 +56,13 @@ class SegmentCipher {
   // failed tag or an unknown key id (counted); `plain` may hold garbage then, never to be served.
   Status Unseal(const tier_key& key, tier_segment_kind kind, uint32_t index,
                 std::span<const std::byte> stored, std::span<std::byte> plain) const;
+
+  // Allocates the sealed buffers of `plain` (NO_SPACE when memory is short) and, for a spill
+  // (`seal`), seals every segment into them; for a restore they are left for the provider to fill.
+  Result<std::shared_ptr<SealedSegments>> Prepare(const tier_key& key,
+                                                  std::vector<tier_segment> plain, bool seal) const;
+  // Opens every stored segment into its plain buffer (after a restore); the first failure.
+  Status OpenAll(const tier_key& key, const SealedSegments& sealed) const;
 
   uint64_t tag_failures() const { return tag_failures_.load(); }
   uint64_t unknown_key() const { return unknown_key_.load(); }
