@@ -25,11 +25,12 @@ struct BenchConfig {
   bool run_rados_bench = true;                       // --no-rados-bench
   bool run_naive = true;                             // --no-naive
   bool run_memory = true;                            // --no-memory
-  bool with_zstd = false;    // --with-zstd: compressible kinds also with compression=zstd
-  uint64_t misalign = 0;     // --misalign: buffers offset from 4 KiB
-  std::string json_path;     // --json FILE
-  bool keep_files = false;   // --keep
-  std::string command_line;  // how it was invoked (for the report)
+  bool with_zstd = false;           // --with-zstd: compressible kinds also with compression=zstd
+  uint64_t misalign = 0;            // --misalign: buffers offset from 4 KiB
+  std::string json_path;            // --json FILE
+  std::string encryption_key_file;  // --encryption-key-file: "ours" seals and opens (AES-256-GCM)
+  bool keep_files = false;          // --keep
+  std::string command_line;         // how it was invoked (for the report)
 
   // The queue depth the provider uses (its queue_depth option, else the disk provider's 16).
   uint32_t queue_depth() const;

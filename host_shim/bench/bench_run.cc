@@ -236,7 +236,8 @@ ProviderOptions Run::OptionsFor(const std::string& id) const {
 }
 
 Status Run::OpenProviders() {
-  auto ours = ProviderRunner::Open(config_.plugin, namespace_id_, OptionsFor(kOurs));
+  auto ours = ProviderRunner::Open(config_.plugin, namespace_id_, OptionsFor(kOurs),
+                                   config_.encryption_key_file);
   if (!ours.ok()) return ours.status();
   ours_ = ours.take();
   result_.provider_name = ours_->provider_name();
@@ -245,12 +246,14 @@ Status Run::OpenProviders() {
   bool compressible = false;
   for (DataKind kind : config_.kinds) compressible = compressible || kind != DataKind::kRandom;
   if (compressible) {
-    auto raw = ProviderRunner::Open(config_.plugin, namespace_id_, OptionsFor(kOursRaw));
+    auto raw = ProviderRunner::Open(config_.plugin, namespace_id_, OptionsFor(kOursRaw),
+                                    config_.encryption_key_file);
     if (!raw.ok()) return raw.status();
     ours_raw_ = raw.take();
   }
   if (compressible && config_.with_zstd) {
-    auto zstd = ProviderRunner::Open(config_.plugin, namespace_id_, OptionsFor(kOursZstd));
+    auto zstd = ProviderRunner::Open(config_.plugin, namespace_id_, OptionsFor(kOursZstd),
+                                     config_.encryption_key_file);
     if (!zstd.ok()) return zstd.status();
     ours_zstd_ = zstd.take();
   }
@@ -510,7 +513,8 @@ void Run::Cleanup() {
   ours_zstd_.reset();
   if (result_.object_store && !kept_key_.empty() && !config_.keep_files) {
     // The checkpoint kept for the memory probe lives in the pool, not under --dir.
-    auto runner = ProviderRunner::Open(config_.plugin, namespace_id_, OptionsFor(kOurs));
+    auto runner = ProviderRunner::Open(config_.plugin, namespace_id_, OptionsFor(kOurs),
+                                       config_.encryption_key_file);
     if (runner.ok()) runner.value()->Remove(KeyFromText(kept_key_)).IgnoreError();
     kept_key_.clear();
   }

@@ -170,7 +170,8 @@ Status LoadRun::Prepare() {
        std::to_string((load_.restores + 2 * load_.spills + 1) * bytes + (1ull << 30))}};
   for (const auto& kv : config_.provider_options) options.push_back(kv);
   std::filesystem::create_directories(work_ + "/ours", ec);
-  auto runner = ProviderRunner::Open(config_.plugin, "tier-bench-load", options);
+  auto runner =
+      ProviderRunner::Open(config_.plugin, "tier-bench-load", options, config_.encryption_key_file);
   if (!runner.ok()) return runner.status();
   runner_ = runner.take();
   auto source = SegmentBuffers::Allocate(shape_, config_.misalign);

@@ -2,6 +2,8 @@
 
 #include <tier/host/host_services.h>
 
+#include <algorithm>
+
 namespace tier::bench {
 namespace {
 
@@ -15,10 +17,15 @@ Result<OpTiming> Finish(const Completion& done, uint64_t t0, const char* what) {
 
 }  // namespace
 
-Result<std::unique_ptr<ProviderRunner>> ProviderRunner::Open(const std::string& plugin,
-                                                             const std::string& namespace_id,
-                                                             const ProviderOptions& options) {
+Result<std::unique_ptr<ProviderRunner>> ProviderRunner::Open(
+    const std::string& plugin, const std::string& namespace_id, const ProviderOptions& options,
+    const std::string& encryption_key_file) {
   std::unique_ptr<ProviderRunner> runner(new ProviderRunner());
+  if (!encryption_key_file.empty()) {
+    auto cipher = SegmentCipher::Open(namespace_id, encryption_key_file, {});
+    if (!cipher.ok()) return cipher.status();
+    runner->cipher_ = cipher.take();
+  }
   runner->host_ = std::make_unique<HostServices>(&runner->registry_);
   auto library = PluginLibrary::Load(ResolvePluginPath(plugin), runner->host_->table());
   if (!library.ok()) return library.status();
@@ -44,14 +51,26 @@ Result<OpTiming> ProviderRunner::Spill(const tier_key& key, const CheckpointShap
                                        const SegmentBuffers& buffers) {
   const std::vector<tier_segment> table = buffers.Table(shape);
   const uint64_t t0 = MonotonicNs();
-  return Finish(instance_->SpillAndWait(key, table), t0, "spill");
+  if (cipher_ == nullptr) return Finish(instance_->SpillAndWait(key, table), t0, "spill");
+  auto sealed = cipher_->Prepare(key, table, true);
+  if (!sealed.ok()) return sealed.status();
+  return Finish(instance_->SpillAndWait(key, sealed.value()->stored), t0, "spill");
 }
 
 Result<OpTiming> ProviderRunner::Restore(const tier_key& key, const CheckpointShape& shape,
                                          SegmentBuffers& buffers) {
   const std::vector<tier_segment> table = buffers.Table(shape);
   const uint64_t t0 = MonotonicNs();
-  return Finish(instance_->RestoreAndWait(key, table), t0, "restore");
+  if (cipher_ == nullptr) return Finish(instance_->RestoreAndWait(key, table), t0, "restore");
+  auto sealed = cipher_->Prepare(key, table, false);
+  if (!sealed.ok()) return sealed.status();
+  Completion done = instance_->RestoreAndWait(key, sealed.value()->stored);
+  if (done.status.ok()) {
+    if (Status opened = cipher_->OpenAll(key, *sealed.value()); !opened.ok()) done.status = opened;
+    done.logical_bytes -=
+        std::min<uint64_t>(done.logical_bytes, table.size() * SegmentCipher::kHeaderBytes);
+  }
+  return Finish(done, t0, "restore");
 }
 
 Status ProviderRunner::Remove(const tier_key& key) {

@@ -13,6 +13,7 @@
 #include <tier/host/provider_instance.h>
 #include "checkpoint_shape.h"
 #include "segment_buffers.h"
+#include "segment_cipher.h"
 
 namespace tier::bench {
 
@@ -25,9 +26,12 @@ struct OpTiming {
 class ProviderRunner {
  public:
   // Loads `plugin` and opens an instance over `namespace_id` with `options`. The error says which.
+  // `encryption_key_file` (--encryption-key-file): every spill is sealed and every restore opened
+  // as the Host does with HostOptions::encryption (SegmentCipher), inside the timed interval.
   static Result<std::unique_ptr<ProviderRunner>> Open(const std::string& plugin,
                                                       const std::string& namespace_id,
-                                                      const ProviderOptions& options);
+                                                      const ProviderOptions& options,
+                                                      const std::string& encryption_key_file = "");
   ~ProviderRunner();
 
   Result<OpTiming> Spill(const tier_key& key, const CheckpointShape& shape,
@@ -46,6 +50,7 @@ class ProviderRunner {
   std::unique_ptr<HostServices> host_;
   std::shared_ptr<PluginLibrary> library_;
   std::unique_ptr<ProviderInstance> instance_;
+  std::unique_ptr<SegmentCipher> cipher_;  // null: plaintext, as before
   std::string io_path_;
   std::string name_;
 };

@@ -85,6 +85,11 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-memory", config.run_memory, "Do not measure the provider's peak memory");
   app.add_flag("--with-zstd", config.with_zstd,
                "On bf16 and fp32 also measure compression=zstd (capacity gain and its cost)");
+  app.add_option("--encryption-key-file", config.encryption_key_file,
+                 "Seal every spill and open every restore of ours with AES-256-GCM as the Host "
+                 "does with HostOptions::encryption (a 0600 file of 32 bytes or 64 hex digits); "
+                 "the crypto is inside the timed interval and the CPU figures")
+      ->type_name("FILE");
   app.add_option(
          "--misalign", config.misalign,
          "Offset every buffer by N bytes from 4 KiB alignment (the provider's staging path)")
