@@ -32,8 +32,17 @@ Completion Refused(Status status) {
   return c;
 }
 
-uint64_t HeaderBytesOf(size_t segments) {
-  return segments * SegmentCipher::kHeaderBytes;
+// What a sealed checkpoint stores beyond its plaintext: the manifest's header and table.
+uint64_t OverheadOf(const std::vector<tier_segment_info>& segments) {
+  return segments.empty() ? 0 : SegmentCipher::ManifestOverheadBytes(segments.size() - 1);
+}
+
+// Stat and enumerate report the plaintext lengths: only the manifest differs.
+void PlainLengths(std::vector<tier_segment_info>& segments) {
+  const uint64_t overhead = OverheadOf(segments);
+  for (tier_segment_info& s : segments) {
+    if (s.kind == TIER_SEGMENT_MANIFEST) s.length_bytes -= std::min(s.length_bytes, overhead);
+  }
 }
 
 }  // namespace
@@ -152,11 +161,7 @@ void ColdTier::Stat(const tier_key& key, IoPhase phase, Done<StatResult> done) {
       phase, [shared, timeout] { (*shared)(TimedOut<StatResult>(timeout)); }, nullptr, 0);
   const bool queued = threads_->RunParallel([this, id, key, shared] {
     Result<StatResult> stat = instance_->Stat(key);
-    if (stat.ok() && options_.cipher != nullptr) {
-      for (tier_segment_info& s : stat.value().segments) {
-        s.length_bytes -= std::min<uint64_t>(s.length_bytes, SegmentCipher::kHeaderBytes);
-      }
-    }
+    if (stat.ok() && options_.cipher != nullptr) PlainLengths(stat.value().segments);
     PostFinish(id, [shared, stat] { (*shared)({stat}); });
   });
   if (!queued) PostFinish(id, [shared] { (*shared)({Status::Busy("too many provider calls")}); });
@@ -235,7 +240,8 @@ void ColdTier::SubmitSealed(Submit submit, const tier_key& key, std::vector<tier
   // it; nothing that fails its tag reaches the caller as a success.
   auto opened = [cipher = options_.cipher, sealed, key, spill, finish](const Completion& c) {
     Completion out = c;
-    out.logical_bytes -= std::min(out.logical_bytes, HeaderBytesOf(sealed->plain.size()));
+    out.logical_bytes -=
+        std::min(out.logical_bytes, SegmentCipher::ManifestOverheadBytes(sealed->plain.size() - 1));
     if (!spill && out.status.ok()) {
       if (Status ok = cipher->OpenAll(key, *sealed); !ok.ok()) {
         out.status = ok;
@@ -250,22 +256,20 @@ void ColdTier::SubmitSealed(Submit submit, const tier_key& key, std::vector<tier
 }
 
 void ColdTier::OpenEntry(EntryCopy& copy) const {
-  const SegmentCipher& cipher = *options_.cipher;
   uint32_t manifest_index = 0;
-  for (tier_segment_info& s : copy.segments) {
-    s.length_bytes -= std::min<uint64_t>(s.length_bytes, SegmentCipher::kHeaderBytes);
+  for (const tier_segment_info& s : copy.segments) {
     if (s.kind == TIER_SEGMENT_MANIFEST) manifest_index = s.index;
   }
-  copy.logical_bytes -= std::min(copy.logical_bytes, HeaderBytesOf(copy.segments.size()));
+  copy.logical_bytes -= std::min(copy.logical_bytes, OverheadOf(copy.segments));
+  PlainLengths(copy.segments);
   if (!copy.has_manifest) return;
-  std::vector<std::byte> plain(copy.manifest.size() -
-                               std::min(copy.manifest.size(), SegmentCipher::kHeaderBytes));
-  if (!cipher.Unseal(copy.key, TIER_SEGMENT_MANIFEST, manifest_index, copy.manifest, plain).ok()) {
+  auto plain = options_.cipher->OpenManifest(copy.key, manifest_index, copy.manifest);
+  if (!plain.ok()) {
     copy.has_manifest = false;  // unreadable here: not re-adopted (counted by the cipher)
     copy.manifest.clear();
     return;
   }
-  copy.manifest = std::move(plain);
+  copy.manifest = plain.take();
 }
 
 template <typename T>

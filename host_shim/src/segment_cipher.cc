@@ -168,37 +168,180 @@ void SealedSegments::Free::operator()(std::byte* p) const {
   std::free(p);
 }
 
+namespace {
+
+// One AES-256-GCM pass, `in` to `out` (they may be the same buffer). Encrypting writes `tag`;
+// decrypting checks it (false on a failed tag).
+bool Gcm(bool encrypt, const uint8_t* key, const uint8_t* nonce, const std::vector<uint8_t>& aad,
+         const std::byte* in, std::byte* out, size_t n, uint8_t* tag) {
+#if TIER_HAVE_ENCRYPTION
+  Ctx ctx(EVP_CIPHER_CTX_new());
+  if (ctx == nullptr) return false;
+  int len = 0;
+  const int enc = encrypt ? 1 : 0;
+  bool ok =
+      EVP_CipherInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key, nonce, enc) == 1 &&
+      EVP_CipherUpdate(ctx.get(), nullptr, &len, aad.data(), static_cast<int>(aad.size())) == 1;
+  const auto* src = reinterpret_cast<const unsigned char*>(in);
+  auto* dst = reinterpret_cast<unsigned char*>(out);
+  constexpr size_t kStep = 1u << 30;  // EVP lengths are int
+  for (size_t done = 0; ok && done < n; done += kStep) {
+    const int step = static_cast<int>(std::min(kStep, n - done));
+    ok = EVP_CipherUpdate(ctx.get(), dst + done, &len, src + done, step) == 1;
+  }
+  if (!ok) return false;
+  if (encrypt) {
+    return EVP_CipherFinal_ex(ctx.get(), dst + n, &len) == 1 &&
+           EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes, tag) == 1;
+  }
+  return EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kTagBytes, tag) == 1 &&
+         EVP_CipherFinal_ex(ctx.get(), dst + n, &len) == 1;
+#else
+  (void)encrypt, (void)key, (void)nonce, (void)aad, (void)in, (void)out, (void)n, (void)tag;
+  return false;
+#endif
+}
+
+bool RandomNonce(uint8_t* nonce) {
+#if TIER_HAVE_ENCRYPTION
+  return RAND_bytes(nonce, kNonceBytes) == 1;
+#else
+  (void)nonce;
+  return false;
+#endif
+}
+
+// One data segment's row in the sealed manifest's table: kind, index, nonce, tag.
+constexpr size_t kRowBytes = 4 + 4 + kNonceBytes + kTagBytes;
+
+uint32_t GetU32(const std::byte* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+uint64_t SegmentCipher::ManifestOverheadBytes(size_t data_segments) {
+  return kHeaderBytes + 4 + kRowBytes * data_segments;
+}
+
 Result<std::shared_ptr<SealedSegments>> SegmentCipher::Prepare(const tier_key& key,
                                                                std::vector<tier_segment> plain,
                                                                bool seal) const {
   constexpr uint64_t kAlign = 4096;
   auto sealed = std::make_shared<SealedSegments>();
   sealed->plain = std::move(plain);
-  for (const tier_segment& s : sealed->plain) {
-    const uint64_t n = s.length_bytes + kHeaderBytes;
+  auto allocate = [&](uint64_t n) -> std::byte* {
     auto* p =
         static_cast<std::byte*>(std::aligned_alloc(kAlign, (n + kAlign - 1) / kAlign * kAlign));
+    if (p != nullptr) sealed->buffers.emplace_back(p);
+    return p;
+  };
+  size_t data_segments = 0;
+  for (const tier_segment& s : sealed->plain) data_segments += s.kind != TIER_SEGMENT_MANIFEST;
+  std::vector<uint8_t> table;  // the manifest's plaintext prefix: n, then a row per data segment
+  PutU32(table, static_cast<uint32_t>(data_segments));
+  const tier_segment* manifest = nullptr;
+  for (const tier_segment& s : sealed->plain) {
+    if (s.kind == TIER_SEGMENT_MANIFEST) {
+      manifest = &s;
+      sealed->stored.push_back(s);  // filled in below
+      continue;
+    }
+    if (!seal) {  // a restore reads the ciphertext into the caller's buffer and opens it there
+      sealed->stored.push_back(s);
+      continue;
+    }
+    std::byte* p = allocate(s.length_bytes);
     if (p == nullptr) return Status::NoSpace("no memory for an encrypted segment copy");
-    sealed->buffers.emplace_back(p);
-    sealed->stored.push_back({s.kind, s.index, n, p});
-    if (!seal) continue;
-    Status ok =
-        Seal(key, s.kind, s.index, {static_cast<const std::byte*>(s.data), s.length_bytes}, {p, n});
-    if (!ok.ok()) return ok;
+    uint8_t nonce[kNonceBytes], tag[kTagBytes];
+    if (!RandomNonce(nonce)) return Status::Internal("seal: no random nonce");
+    if (!Gcm(true, keys_.front().key.data(), nonce, Aad(key, s.kind, s.index, s.length_bytes),
+             static_cast<const std::byte*>(s.data), p, s.length_bytes, tag)) {
+      return Status::Internal("seal: AES-256-GCM failed");
+    }
+    PutU32(table, s.kind);
+    PutU32(table, s.index);
+    table.insert(table.end(), nonce, nonce + kNonceBytes);
+    table.insert(table.end(), tag, tag + kTagBytes);
+    sealed->stored.push_back({s.kind, s.index, s.length_bytes, p});
   }
+  if (manifest == nullptr) return Status::InvalidArgument("encryption needs a manifest segment");
+  const uint64_t n = manifest->length_bytes + ManifestOverheadBytes(data_segments);
+  std::byte* m = allocate(n);
+  if (m == nullptr) return Status::NoSpace("no memory for an encrypted manifest");
+  for (tier_segment& s : sealed->stored) {
+    if (s.kind == TIER_SEGMENT_MANIFEST) s = {s.kind, s.index, n, m};
+  }
+  if (!seal) return sealed;
+  std::vector<std::byte> inner(n - kHeaderBytes);
+  std::memcpy(inner.data(), table.data(), table.size());
+  std::memcpy(inner.data() + table.size(), manifest->data, manifest->length_bytes);
+  if (Status ok = Seal(key, manifest->kind, manifest->index, inner, {m, n}); !ok.ok()) return ok;
   return sealed;
 }
 
 Status SegmentCipher::OpenAll(const tier_key& key, const SealedSegments& sealed) const {
+  const tier_segment* plain_manifest = nullptr;
+  const tier_segment* stored_manifest = nullptr;
   for (size_t i = 0; i < sealed.plain.size(); ++i) {
-    const tier_segment& plain = sealed.plain[i];
-    const tier_segment& stored = sealed.stored[i];
-    Status ok = Unseal(key, plain.kind, plain.index,
-                       {static_cast<const std::byte*>(stored.data), stored.length_bytes},
-                       {static_cast<std::byte*>(plain.data), plain.length_bytes});
-    if (!ok.ok()) return ok;
+    if (sealed.plain[i].kind != TIER_SEGMENT_MANIFEST) continue;
+    plain_manifest = &sealed.plain[i];
+    stored_manifest = &sealed.stored[i];
   }
+  if (plain_manifest == nullptr) return Status::InvalidArgument("no manifest segment");
+  std::vector<std::byte> inner(stored_manifest->length_bytes -
+                               std::min<uint64_t>(stored_manifest->length_bytes, kHeaderBytes));
+  Status opened = Unseal(
+      key, TIER_SEGMENT_MANIFEST, plain_manifest->index,
+      {static_cast<const std::byte*>(stored_manifest->data), stored_manifest->length_bytes}, inner);
+  if (!opened.ok()) return opened;
+  const size_t rows = inner.size() >= 4 ? GetU32(inner.data()) : 0;
+  const size_t table_bytes = 4 + kRowBytes * rows;
+  if (rows + 1 != sealed.plain.size() ||
+      inner.size() != table_bytes + plain_manifest->length_bytes) {
+    tag_failures_.fetch_add(1);
+    return Status::DataLoss("the encrypted manifest's table does not match the checkpoint");
+  }
+  const DataKey* data_key = KeyOf(static_cast<const std::byte*>(stored_manifest->data));
+  for (const tier_segment& s : sealed.plain) {
+    if (s.kind == TIER_SEGMENT_MANIFEST) continue;
+    const std::byte* row = nullptr;
+    for (size_t r = 0; r < rows && row == nullptr; ++r) {
+      const std::byte* candidate = inner.data() + 4 + kRowBytes * r;
+      if (GetU32(candidate) == s.kind && GetU32(candidate + 4) == s.index) row = candidate;
+    }
+    uint8_t nonce[kNonceBytes], tag[kTagBytes];
+    if (row != nullptr) {
+      std::memcpy(nonce, row + 8, kNonceBytes);
+      std::memcpy(tag, row + 8 + kNonceBytes, kTagBytes);
+    }
+    auto* data = static_cast<std::byte*>(s.data);
+    if (row == nullptr ||
+        !Gcm(false, data_key->key.data(), nonce, Aad(key, s.kind, s.index, s.length_bytes), data,
+             data, s.length_bytes, tag)) {
+      tag_failures_.fetch_add(1);
+      return Status::DataLoss("encrypted segment " + std::to_string(s.kind) + "/" +
+                              std::to_string(s.index) +
+                              " fails its tag (tampered, moved or replayed)");
+    }
+  }
+  std::memcpy(plain_manifest->data, inner.data() + table_bytes, plain_manifest->length_bytes);
   return Status::Ok();
+}
+
+Result<std::vector<std::byte>> SegmentCipher::OpenManifest(
+    const tier_key& key, uint32_t index, std::span<const std::byte> stored) const {
+  std::vector<std::byte> inner(stored.size() - std::min(stored.size(), kHeaderBytes));
+  if (Status ok = Unseal(key, TIER_SEGMENT_MANIFEST, index, stored, inner); !ok.ok()) return ok;
+  const size_t rows = inner.size() >= 4 ? GetU32(inner.data()) : 0;
+  const size_t table_bytes = 4 + kRowBytes * rows;
+  if (inner.size() < table_bytes) {
+    tag_failures_.fetch_add(1);
+    return Status::DataLoss("the encrypted manifest's table is cut short");
+  }
+  return std::vector<std::byte>(inner.begin() + static_cast<ptrdiff_t>(table_bytes), inner.end());
 }
 
 std::string SegmentCipher::key_id_hex() const {
@@ -223,39 +366,25 @@ std::vector<uint8_t> SegmentCipher::Aad(const tier_key& key, tier_segment_kind k
   return aad;
 }
 
+const SegmentCipher::DataKey* SegmentCipher::KeyOf(const std::byte* header) const {
+  for (const DataKey& k : keys_) {
+    if (std::memcmp(k.id.data(), header + kIdOffset, 8) == 0) return &k;
+  }
+  return nullptr;
+}
+
 Status SegmentCipher::Seal(const tier_key& key, tier_segment_kind kind, uint32_t index,
                            std::span<const std::byte> plain, std::span<std::byte> out) const {
   if (out.size() != plain.size() + kHeaderBytes) return Status::Internal("seal: output size");
-#if TIER_HAVE_ENCRYPTION
-  auto* head = reinterpret_cast<unsigned char*>(out.data());
+  auto* head = reinterpret_cast<uint8_t*>(out.data());
   std::memcpy(head, kMagic, 4);
   std::memcpy(head + kIdOffset, keys_.front().id.data(), 8);
-  if (RAND_bytes(head + kNonceOffset, kNonceBytes) != 1) {
-    return Status::Internal("seal: no random nonce");
+  if (!RandomNonce(head + kNonceOffset)) return Status::Internal("seal: no random nonce");
+  if (!Gcm(true, keys_.front().key.data(), head + kNonceOffset, Aad(key, kind, index, plain.size()),
+           plain.data(), out.data() + kHeaderBytes, plain.size(), head + kTagOffset)) {
+    return Status::Internal("seal: AES-256-GCM failed");
   }
-  const std::vector<uint8_t> aad = Aad(key, kind, index, plain.size());
-  Ctx ctx(EVP_CIPHER_CTX_new());
-  int len = 0;
-  bool ok =
-      ctx != nullptr &&
-      EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, keys_.front().key.data(),
-                         head + kNonceOffset) == 1 &&
-      EVP_EncryptUpdate(ctx.get(), nullptr, &len, aad.data(), static_cast<int>(aad.size())) == 1;
-  const auto* in = reinterpret_cast<const unsigned char*>(plain.data());
-  unsigned char* body = head + kHeaderBytes;
-  constexpr size_t kStep = 1u << 30;  // EVP lengths are int
-  for (size_t done = 0; ok && done < plain.size(); done += kStep) {
-    const int step = static_cast<int>(std::min(kStep, plain.size() - done));
-    ok = EVP_EncryptUpdate(ctx.get(), body + done, &len, in + done, step) == 1;
-  }
-  ok = ok && EVP_EncryptFinal_ex(ctx.get(), body + plain.size(), &len) == 1 &&
-       EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes, head + kTagOffset) == 1;
-  if (!ok) return Status::Internal("seal: AES-256-GCM failed");
   return Status::Ok();
-#else
-  (void)key, (void)kind, (void)index;
-  return Status::Unsupported("no OpenSSL in this build");
-#endif
 }
 
 Status SegmentCipher::Unseal(const tier_key& key, tier_segment_kind kind, uint32_t index,
@@ -265,45 +394,21 @@ Status SegmentCipher::Unseal(const tier_key& key, tier_segment_kind kind, uint32
     return Status::DataLoss("encrypted segment " + std::to_string(kind) + "/" +
                             std::to_string(index) + " has no valid header");
   }
-#if TIER_HAVE_ENCRYPTION
-  const auto* head = reinterpret_cast<const unsigned char*>(stored.data());
-  const DataKey* data_key = nullptr;
-  for (const DataKey& k : keys_) {
-    if (std::memcmp(k.id.data(), head + kIdOffset, 8) == 0) data_key = &k;
-  }
+  const DataKey* data_key = KeyOf(stored.data());
   if (data_key == nullptr) {
     unknown_key_.fetch_add(1);
     return Status::DataLoss("segment sealed under an encryption key this server does not hold");
   }
-  const std::vector<uint8_t> aad = Aad(key, kind, index, plain.size());
-  Ctx ctx(EVP_CIPHER_CTX_new());
-  int len = 0;
-  bool ok =
-      ctx != nullptr &&
-      EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, data_key->key.data(),
-                         head + kNonceOffset) == 1 &&
-      EVP_DecryptUpdate(ctx.get(), nullptr, &len, aad.data(), static_cast<int>(aad.size())) == 1;
-  const unsigned char* body = head + kHeaderBytes;
-  auto* out = reinterpret_cast<unsigned char*>(plain.data());
-  constexpr size_t kStep = 1u << 30;
-  for (size_t done = 0; ok && done < plain.size(); done += kStep) {
-    const int step = static_cast<int>(std::min(kStep, plain.size() - done));
-    ok = EVP_DecryptUpdate(ctx.get(), out + done, &len, body + done, step) == 1;
-  }
-  unsigned char tag[kTagBytes];
+  uint8_t tag[kTagBytes];
+  const auto* head = reinterpret_cast<const uint8_t*>(stored.data());
   std::memcpy(tag, head + kTagOffset, kTagBytes);
-  ok = ok && EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kTagBytes, tag) == 1 &&
-       EVP_DecryptFinal_ex(ctx.get(), out + plain.size(), &len) == 1;
-  if (!ok) {
+  if (!Gcm(false, data_key->key.data(), head + kNonceOffset, Aad(key, kind, index, plain.size()),
+           stored.data() + kHeaderBytes, plain.data(), plain.size(), tag)) {
     tag_failures_.fetch_add(1);
     return Status::DataLoss("encrypted segment " + std::to_string(kind) + "/" +
                             std::to_string(index) + " fails its tag (tampered, moved or replayed)");
   }
   return Status::Ok();
-#else
-  (void)key;
-  return Status::Unsupported("no OpenSSL in this build");
-#endif
 }
 
 }  // namespace tier

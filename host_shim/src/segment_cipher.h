@@ -63,6 +63,12 @@ class SegmentCipher {
                                                   std::vector<tier_segment> plain, bool seal) const;
   // Opens every stored segment into its plain buffer (after a restore); the first failure.
   Status OpenAll(const tier_key& key, const SealedSegments& sealed) const;
+  // The plaintext manifest of a stored (sealed) manifest segment, as enumerate returns it.
+  Result<std::vector<std::byte>> OpenManifest(const tier_key& key, uint32_t index,
+                                              std::span<const std::byte> stored) const;
+  // Bytes a sealed manifest adds to the plaintext one, for a checkpoint of `data_segments`
+  // segments besides the manifest (stat and enumerate report plaintext lengths).
+  static uint64_t ManifestOverheadBytes(size_t data_segments);
 
   uint64_t tag_failures() const { return tag_failures_.load(); }
   uint64_t unknown_key() const { return unknown_key_.load(); }
@@ -78,6 +84,7 @@ class SegmentCipher {
   ~SegmentCipher();
 
  private:
+  const DataKey* KeyOf(const std::byte* header) const;  // null: an unknown key id
   std::vector<uint8_t> Aad(const tier_key& key, tier_segment_kind kind, uint32_t index,
                            uint64_t length) const;
   std::string namespace_id_;
