@@ -42,9 +42,9 @@ class ColdTier {
   struct Options {
     uint32_t threads = 2;                         // parallel call threads (plus one serial)
     uint64_t timeout_ns = 30ull * 1000000000ull;  // every call's deadline
-    // Encryption at rest (HostOptions::encryption): when set, every segment a spill hands the
-    // provider is sealed (SegmentCipher) on the call thread, every restore is read into sealed
-    // buffers and opened on the provider's completion thread (a failed tag is DATA_LOSS), and
+    // Encryption at rest (HostOptions::encryption): when set, a spill hands the provider sealed
+    // copies (SegmentCipher, on the call thread), a restore is read into the caller's buffers and
+    // opened there on the provider's completion thread (a failed tag is DATA_LOSS), and
     // stat/enumerate report the plaintext lengths and the opened manifest. Callers see plaintext.
     std::shared_ptr<const SegmentCipher> cipher;
   };

@@ -1,14 +1,16 @@
-// segment_cipher.h -- encryption at rest for what the Host hands a provider
-// (HostOptions::encryption).
+// segment_cipher.h -- encryption at rest for what the Host hands a provider (HostOptions::encryption).
 //
-// AES-256-GCM (OpenSSL libcrypto) per segment: each segment the provider stores is a fixed header
-// (magic, key id, a random 96-bit nonce, the tag) followed by the ciphertext, the same length as
-// the plaintext. The additional authenticated data binds the namespace, the checkpoint key (the
-// tenant is in it through the salted ids), the segment kind and index and the plaintext length, so
-// a segment moved, swapped or replayed under another key fails its tag. The data key is derived
-// from the master key with HKDF-SHA256 per namespace; the key id is the first 8 bytes of SHA-256 of
-// the master key. Older master keys open what they sealed (rotation). Keys never leave this object.
-// Thread-safe: Seal and Open run on provider and call threads concurrently.
+// AES-256-GCM (OpenSSL libcrypto). Every data segment a provider stores is bare ciphertext of the
+// plaintext's length under its own random 96-bit nonce, so a restore reads it into the Host copy
+// and opens it in place. The nonces and tags travel in the manifest segment, which is sealed as a
+// whole behind a 40-byte header ("TKC1", key id, nonce, tag): its plaintext is a table (count,
+// then kind, index, nonce and tag of each data segment) followed by the Host's manifest. The
+// additional authenticated data of every seal binds the namespace, the checkpoint key (the tenant
+// is in it through the salted ids), the segment kind and index and the plaintext length, so a
+// segment or manifest moved, swapped or replayed under another key fails its tag. The data key is
+// derived from the master key with HKDF-SHA256 per namespace; the key id is the first 8 bytes of
+// SHA-256 of the master key. Older master keys open what they sealed (rotation). Keys never leave
+// this object. Thread-safe: any method from any thread.
 #pragma once
 
 #include <tier/status.h>
@@ -26,7 +28,9 @@
 namespace tier {
 
 // A checkpoint's segments as a provider sees them when encryption is on: `stored[i]` is the sealed
-// form of `plain[i]`, in buffers aligned to 4 KiB (like a Host copy's) that this object owns.
+// form of `plain[i]`. For a spill every stored segment is in a buffer aligned to 4 KiB (like a Host
+// copy's) that this object owns; for a restore only the manifest is, the data segments being the
+// caller's own buffers (opened in place).
 struct SealedSegments {
   struct Free {
     void operator()(std::byte* p) const;
@@ -37,7 +41,7 @@ struct SealedSegments {
 
 class SegmentCipher {
  public:
-  static constexpr size_t kHeaderBytes = 40;  // "TKC1", key id 8, nonce 12, tag 16
+  static constexpr size_t kHeaderBytes = 40;  // of a sealed manifest: "TKC1", key id, nonce, tag
 
   // Reads the master key file (and older ones, for reading only); see CheckKeyFile.
   // Unsupported when built without OpenSSL.
