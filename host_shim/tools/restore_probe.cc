@@ -1,6 +1,8 @@
 #include "restore_probe.h"
 
+#include <tier/host/format.h>
 #include <tier/host/host_services.h>
+#include <tier/host/log.h>
 #include <tier/host/metrics_registry.h>
 #include <tier/host/plugin_loader.h>
 
@@ -80,6 +82,11 @@ Result<RestoreProbe> ProbeRestores(const std::string& plugin, ProviderOptions op
   ProviderInstance& instance = *opened.value();
   RestoreProbe probe;
   probe.namespace_id = namespace_id;
+  auto stats = instance.Stats();
+  if (stats.ok() && stats.value().capacity_bytes == 0) {
+    instance.Close();
+    return probe;  // no cold tier (the null provider): nothing to charge
+  }
   std::vector<std::byte> buffer(largest);
   Status failed;
   for (size_t i = 0; i < sample_bytes.size() && failed.ok(); ++i) {
@@ -91,6 +98,13 @@ Result<RestoreProbe> ProbeRestores(const std::string& plugin, ProviderOptions op
                             {static_cast<std::byte*>(s.data), s.length_bytes});
     }
     Completion spill = instance.SpillAndWait(key, segments, timeout_ns);
+    if (spill.status.code() == TIER_NO_SPACE && probe.samples.empty()) {
+      Log(TIER_LOG_WARN, "restore probe: the provider declined a " + FormatBytes(bytes) +
+                             " spill (" + spill.status.ToString() +
+                             "); cold restores are charged their wall time x the bytes scale");
+      instance.Close();
+      return RestoreProbe{};
+    }
     if (!spill.status.ok()) {
       failed = spill.status;
       break;
