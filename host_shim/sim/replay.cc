@@ -395,7 +395,8 @@ void Engine::Admitted(size_t index, const Admission& admission) {
     admission_ns = s.start_ns < now_ns_ ? now_ns_ - s.start_ns : 0;
   }
   // With the Host's restore model the replay charges the modelled read (deterministic);
-  // otherwise the measured wall time of the real (scaled) restore, scaled back to logical size.
+  // with the restore probe's full-size rate, the checkpoint's logical bytes at it; otherwise the
+  // measured wall time of the real (scaled) restore, scaled back to logical size.
   const bool model = host_.options().model_cold_read_bytes_per_second > 0;
   const bool probed = o_.measured_cold_read_bytes_per_second > 0;
   if (a.prefetched) {

@@ -6,10 +6,12 @@
 // holds synthetic KV (a function of the prefix), Host::Seal gathers it, spills and restores go
 // through the provider, restores scatter into other free pages, and every restored page and state
 // buffer is checked against what the model would hold (restore_exact). A cold restore costs its
-// measured wall time times the bytes scale, or (HostOptions::model_cold_read_bytes_per_second set)
-// its modelled time, deterministic. `max_concurrency` lanes serve requests FIFO; a
-// request's checkpoint is sealed when it completes, and a prefix that earlier requests share (a
-// system head) is published as its own checkpoint on the way.
+// measured wall time times the bytes scale, its logical bytes at a measured full-size rate
+// (ReplayOptions::measured_cold_read_bytes_per_second set), or
+// (HostOptions::model_cold_read_bytes_per_second set) its modelled time, deterministic.
+// `max_concurrency` lanes serve requests FIFO; a request's checkpoint is sealed when it completes,
+// and a prefix that earlier requests share (a system head) is published as its own checkpoint on
+// the way.
 #pragma once
 
 #include <tier/host/cost_model.h>
@@ -41,7 +43,7 @@ struct ReplayOptions {
   // Set (after `stop`) to stop waiting for what is still in flight: the report covers what
   // completed, and the Host may still be busy (the caller must not close it, only leave).
   const std::atomic<bool>* hurry = nullptr;
-  // kVirtual: the cost model's time, restores charged at measured time x bytes scale, the replay
+  // kVirtual: the cost model's time, restores charged as the class comment says, the replay
   // waits for what is in flight before virtual time moves on. kWall: lanes run on the wall clock
   // (virtual = wall x time_scale), the scheduler never waits: it polls, admits and steps its lanes
   // while restores fly, as a server does; the report gives its longest stall in a tier call.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -70,8 +71,12 @@ Result<RestoreProbe> ProbeRestores(const std::string& plugin, ProviderOptions op
   if (sample_bytes.empty()) return Status::InvalidArgument("the restore probe needs a size");
   const uint64_t largest = *std::max_element(sample_bytes.begin(), sample_bytes.end());
   for (auto& [name, value] : options) {
-    if (name == "capacity_bytes")
-      value = std::to_string(std::max<uint64_t>(std::stoull(value), 2 * largest + (64ull << 20)));
+    if (name != "capacity_bytes") continue;
+    char* end = nullptr;
+    const uint64_t given = std::strtoull(value.c_str(), &end, 10);
+    if (!value.empty() && end != nullptr && *end == '\0') {  // else as given: open says why
+      value = std::to_string(std::max<uint64_t>(given, 2 * largest + (64ull << 20)));
+    }
   }
   MetricsRegistry metrics;
   HostServices host(&metrics);

@@ -47,7 +47,8 @@ struct ReplayConfig {
   double think_s = 300;         // --think-s: agents' mean think/tool time
   double start_spread_s = 600;  // --start-spread-s: agents' sessions start within this
   uint64_t seed = 1;
-  // --restore-cost: "measured" (a cold restore costs its wall time x --bytes-scale) or "model"
+  // --restore-cost: "measured" (a cold restore costs its wall time; at --bytes-scale > 1 its
+  // logical bytes at the rate of full-size restores, --restore-probe-mib) or "model"
   // (its logical bytes at --cold-read-gbps, deterministic). "" = measured for replay, model for
   // compare-policies.
   std::string restore_cost;
