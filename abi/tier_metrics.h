@@ -37,6 +37,9 @@
 /* counter {provider, reason}: files a provider moved aside and never served (the disk provider's
  * quarantine/: reason corrupt, stuck_name, not_owned). */
 #define TIER_METRIC_COLD_QUARANTINED "tier_cold_quarantined_total"
+/* counter {provider, decision}: spilled segments by why they got their codec (the disk
+ * provider's compression: compressed, or raw and why). */
+#define TIER_METRIC_COLD_CODEC_DECISIONS "tier_cold_codec_decisions_total"
 /* gauge {provider, path=TIER_IO_PATHS}: 1 for the I/O path in use, 0 for the others. */
 #define TIER_METRIC_COLD_IO_PATH "tier_cold_io_path"
 

@@ -174,6 +174,7 @@ class Engine {
   bool Wall() const { return o_.clock == ReplayOptions::Clock::kWall; }
   // kWall: the virtual time the wall clock has reached.
   uint64_t WallVirtualNs() const;
+  uint64_t ProbedRestoreNs(uint64_t logical_bytes) const;
   void HandleEvent(const Event& event);
   void StartQueued();
   void RunVirtual();
@@ -204,6 +205,13 @@ class Engine {
   StallClock timed_;
   ReplayReport report_;
 };
+
+// A cold restore at full size, from the restore probe's rate (measured mode, bytes scale > 1).
+uint64_t Engine::ProbedRestoreNs(uint64_t logical_bytes) const {
+  return o_.measured_cold_fixed_ns +
+         static_cast<uint64_t>(static_cast<double>(logical_bytes) * 1e9 /
+                               o_.measured_cold_read_bytes_per_second);
+}
 
 uint64_t Engine::WallVirtualNs() const {
   const double wall_s =
@@ -387,12 +395,15 @@ void Engine::Admitted(size_t index, const Admission& admission) {
     admission_ns = s.start_ns < now_ns_ ? now_ns_ - s.start_ns : 0;
   }
   // With the Host's restore model the replay charges the modelled read (deterministic);
-  // otherwise the measured wall time of the real (scaled) restore, scaled back to logical size.
+  // with the restore probe's full-size rate, the checkpoint's logical bytes at it; otherwise the
+  // measured wall time of the real (scaled) restore, scaled back to logical size.
   const bool model = host_.options().model_cold_read_bytes_per_second > 0;
+  const bool probed = o_.measured_cold_read_bytes_per_second > 0;
   if (a.prefetched) {
     report_.prefetch_hidden_seconds +=
-        static_cast<double>(model ? a.cold_restore_model_ns
-                                  : a.prefetch_hidden_ns * host_.options().bytes_scale) /
+        static_cast<double>(model    ? a.cold_restore_model_ns
+                            : probed ? ProbedRestoreNs(a.logical_bytes)
+                                     : a.prefetch_hidden_ns * host_.options().bytes_scale) /
         1e9;
   }
   if (Wall()) {
@@ -400,9 +411,13 @@ void Engine::Admitted(size_t index, const Admission& admission) {
                         ? 0
                         : a.transfer_model_ns;
   } else if (a.outcome == Outcome::kColdRestore) {
-    admission_ns =
-        (model ? a.cold_restore_model_ns : a.cold_restore_ns * host_.options().bytes_scale) +
-        a.transfer_model_ns;
+    const uint64_t restore_ns = model    ? a.cold_restore_model_ns
+                                : probed ? ProbedRestoreNs(a.logical_bytes)
+                                         : a.cold_restore_ns * host_.options().bytes_scale;
+    admission_ns = restore_ns + a.transfer_model_ns;
+    ++report_.cold_restores_charged;
+    report_.cold_restore_charged_logical_bytes += a.logical_bytes;
+    report_.cold_restore_charged_seconds += static_cast<double>(restore_ns) / 1e9;
   } else if (a.outcome == Outcome::kHostRestore) {
     admission_ns = a.transfer_model_ns;
   }

@@ -6,10 +6,12 @@
 // holds synthetic KV (a function of the prefix), Host::Seal gathers it, spills and restores go
 // through the provider, restores scatter into other free pages, and every restored page and state
 // buffer is checked against what the model would hold (restore_exact). A cold restore costs its
-// measured wall time times the bytes scale, or (HostOptions::model_cold_read_bytes_per_second set)
-// its modelled time, deterministic. `max_concurrency` lanes serve requests FIFO; a
-// request's checkpoint is sealed when it completes, and a prefix that earlier requests share (a
-// system head) is published as its own checkpoint on the way.
+// measured wall time times the bytes scale, its logical bytes at a measured full-size rate
+// (ReplayOptions::measured_cold_read_bytes_per_second set), or
+// (HostOptions::model_cold_read_bytes_per_second set) its modelled time, deterministic.
+// `max_concurrency` lanes serve requests FIFO; a request's checkpoint is sealed when it completes,
+// and a prefix that earlier requests share (a system head) is published as its own checkpoint on
+// the way.
 #pragma once
 
 #include <tier/host/cost_model.h>
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "kv_pool.h"
 #include "workload.h"
@@ -40,7 +43,7 @@ struct ReplayOptions {
   // Set (after `stop`) to stop waiting for what is still in flight: the report covers what
   // completed, and the Host may still be busy (the caller must not close it, only leave).
   const std::atomic<bool>* hurry = nullptr;
-  // kVirtual: the cost model's time, restores charged at measured time x bytes scale, the replay
+  // kVirtual: the cost model's time, restores charged as the class comment says, the replay
   // waits for what is in flight before virtual time moves on. kWall: lanes run on the wall clock
   // (virtual = wall x time_scale), the scheduler never waits: it polls, admits and steps its lanes
   // while restores fly, as a server does; the report gives its longest stall in a tier call.
@@ -51,6 +54,12 @@ struct ReplayOptions {
   // SealRequest and Prefetch carry it), so sessions of different tenants never share a
   // checkpoint, shared prefixes included; 0 = no tenants. Traces without sessions are one tenant.
   uint32_t tenants = 0;
+  // Measured restore cost at full size (tier-host's restore probe, bytes scale > 1): a cold
+  // restore (and a prefetch's hidden time) is charged measured_cold_fixed_ns + its logical bytes
+  // at this rate instead of its wall time x bytes scale. 0 = wall time x bytes scale. Ignored
+  // with the Host's restore model.
+  double measured_cold_read_bytes_per_second = 0;
+  uint64_t measured_cold_fixed_ns = 0;
 };
 
 // Requests that resumed a parked conversation: their prompt extends a checkpoint an earlier
@@ -111,7 +120,21 @@ struct ReplayReport {
   double trace_time_scale = 1;            // the stretch the workload was loaded with
   std::string trace_time_scale_how;       // "given", "auto: ..." (set by the caller)
   std::string restore_cost = "measured";  // "measured" or "model X GB/s"
-  std::string policy;                     // set by the caller
+  // Cold restores charged at admission (not prefetched): their count, logical bytes and the
+  // seconds charged for the restore itself (no transfer).
+  uint64_t cold_restores_charged = 0;
+  uint64_t cold_restore_charged_logical_bytes = 0;
+  double cold_restore_charged_seconds = 0;
+  // The restore probe behind a measured cost at bytes scale > 1 (samples empty when none ran):
+  // each sample's real restore time at full size next to what the replay would charge for it.
+  struct ProbeSample {
+    uint64_t bytes = 0;
+    double restore_s = 0, charged_s = 0;
+  };
+  std::vector<ProbeSample> restore_probe;
+  double restore_probe_bytes_per_second = 0;
+  double restore_probe_fixed_s = 0;
+  std::string policy;  // set by the caller
   double virtual_seconds = 0;
   double wall_seconds = 0;
   uint64_t pending_admissions = 0;  // admissions that were not ready at once

@@ -43,6 +43,16 @@ nlohmann::json ReturningJson(const ReplayReport& r) {
   return out;
 }
 
+nlohmann::json RestoreProbeJson(const ReplayReport& r) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (const ReplayReport::ProbeSample& p : r.restore_probe) {
+    samples.push_back({{"bytes", p.bytes}, {"restore_s", p.restore_s}, {"charged_s", p.charged_s}});
+  }
+  return {{"samples", samples},
+          {"bytes_per_second", r.restore_probe_bytes_per_second},
+          {"fixed_s", r.restore_probe_fixed_s}};
+}
+
 nlohmann::json StabilityJson(const ReplayReport& r) {
   return {{"offered_utilization", r.offered_utilization},
           {"lane_utilization", r.lane_utilization},
@@ -125,6 +135,10 @@ nlohmann::json ReportJson(const ReplayReport& r) {
       {"wall_seconds", r.wall_seconds}};
   doc["policy"] = r.policy;
   doc["restore_cost"] = r.restore_cost;
+  doc["cold_restores_charged"] = r.cold_restores_charged;
+  doc["cold_restore_charged_bytes_logical"] = r.cold_restore_charged_logical_bytes;
+  doc["cold_restore_charged_seconds"] = r.cold_restore_charged_seconds;
+  if (!r.restore_probe.empty()) doc["restore_probe"] = RestoreProbeJson(r);
   doc["prefill_saved_share"] = r.prefill_saved_share;
   doc["queue_p50_s"] = r.queue_p50_s;
   doc["queue_p99_s"] = r.queue_p99_s;
@@ -181,6 +195,22 @@ void PrintHeadline(std::ostream& out, const ReplayReport& r) {
       << Fixed(f.ttft_p99_s, 2) << " s, instead of " << Fixed(f.root_prefill_p50_s, 1)
       << " s root prefill (p50); restore " << Fixed(f.restore_mean_s, 2) << " s and queueing "
       << Fixed(f.queue_mean_s, 2) << " s on average\n";
+}
+
+// The full-size restores the measured cost came from, next to what the replay charges for them.
+void PrintRestoreProbe(std::ostream& out, const ReplayReport& r) {
+  if (r.restore_probe.empty()) return;
+  out << "restore probe (" << r.provider << ", full size): charging "
+      << Fixed(r.restore_probe_bytes_per_second / 1e9, 2) << " GB/s + "
+      << Fixed(r.restore_probe_fixed_s * 1e3, 2) << " ms per cold restore;";
+  for (const ReplayReport::ProbeSample& p : r.restore_probe) {
+    out << " " << Fixed(static_cast<double>(p.bytes) / (1 << 20), 0) << " MiB restored in "
+        << Fixed(p.restore_s, 3) << " s, charged " << Fixed(p.charged_s, 3) << " s;";
+  }
+  out << " " << r.cold_restores_charged << " cold restores charged "
+      << Fixed(r.cold_restore_charged_seconds, 2) << " s for "
+      << Fixed(static_cast<double>(r.cold_restore_charged_logical_bytes) / 1e9, 2)
+      << " GB (logical)\n";
 }
 
 void PrintStability(std::ostream& out, const ReplayReport& r) {
@@ -256,6 +286,7 @@ void PrintReport(std::ostream& out, const ReplayReport& r, const ReplayReport* c
         << " s of restore time taken off requests\n";
   }
   PrintReturning(out, r);
+  PrintRestoreProbe(out, r);
   PrintStability(out, r);
   if (c != nullptr) PrintStability(out, *c);
   out << "scheduler thread (" << r.provider << ", " << r.clock << " clock): " << r.tier_calls

@@ -238,6 +238,7 @@ void Host::Impl::UseHostCopy(AdmissionOp* op) {
     server_metrics_->PrefetchHiddenSeconds(static_cast<double>(e->prefetch_restore_ns) / 1e9);
   }
   op->result.transfer_model_ns = cost_.HostToDeviceNs(e->logical_bytes, e->segments.size());
+  op->result.logical_bytes = e->logical_bytes;
   op->pages = std::move(pages);
   op->copy = std::move(copied).value();
   op->stage = Stage::kCopy;

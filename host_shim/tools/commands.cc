@@ -28,6 +28,7 @@
 #include "offered_load.h"
 #include "replay.h"
 #include "report.h"
+#include "restore_probe.h"
 #include "run_dirs.h"
 
 namespace tier {
@@ -124,6 +125,31 @@ void WaitForScrape(const RunInputs& in) {
   }
 }
 
+// --restore-cost measured at --bytes-scale > 1 with a cold tier: time full-size restores of the
+// same provider on a scratch namespace (closed again before the Host opens the tier). An empty
+// probe otherwise: the replay charges a restore its wall time x the bytes scale.
+Result<RestoreProbe> MaybeProbeRestores(const RunInputs& in, bool model) {
+  RestoreProbe none;
+  std::vector<uint64_t> sizes;
+  for (uint64_t mib : in.replay->restore_probe_mib) {
+    if (mib > 0) sizes.push_back(mib << 20);
+  }
+  if (model || in.config->bytes_scale <= 1 || in.plugin == "null" || sizes.empty()) return none;
+  const std::string ns = in.setup->namespace_id + ".restore-probe";
+  const uint64_t timeout_ns = static_cast<uint64_t>(in.config->provider_timeout_s * 1e9);
+  auto probe = ProbeRestores(in.plugin, in.options, ns, sizes, timeout_ns);
+  if (!probe.ok()) return probe.status();
+  std::string line = "replay: restore probe (namespace " + ns + "):";
+  for (const RestoreProbeSample& s : probe.value().samples) {
+    line += " " + FormatBytes(s.bytes) + " in " + FormatDurationNs(s.restore_ns) + ";";
+  }
+  char rate[64];
+  std::snprintf(rate, sizeof(rate), "%.2f GB/s", probe.value().bytes_per_second / 1e9);
+  Log(TIER_LOG_INFO, line + " charging " + rate + " + " + FormatDurationNs(probe.value().fixed_ns) +
+                         " per cold restore at full size");
+  return probe;
+}
+
 // One replay of the workload against one provider, with its own Host (catalog, tiers) and pool.
 Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   const ServerConfig& config = *in.config;
@@ -152,6 +178,9 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   options.value_levers = config.value_levers;
   const bool model = in.replay->restore_cost == "model";
   if (model) options.model_cold_read_bytes_per_second = in.replay->cold_read_gbps * 1e9;
+  // Before the Host opens the cold tier: the rate of full-size restores of this provider.
+  auto probe = MaybeProbeRestores(in, model);
+  if (!probe.ok()) return probe.status();
   options.provider_timeout_ns = static_cast<uint64_t>(config.provider_timeout_s * 1e9);
   auto host = Host::Open(std::move(options));
   if (!host.ok()) return host.status();
@@ -176,6 +205,8 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   run.clock = in.replay->clock == "wall" ? sim::ReplayOptions::Clock::kWall
                                          : sim::ReplayOptions::Clock::kVirtual;
   run.time_scale = in.replay->time_scale;
+  run.measured_cold_read_bytes_per_second = probe.value().bytes_per_second;
+  run.measured_cold_fixed_ns = probe.value().fixed_ns;
   CostModel cost(profile);
   sim::ReplayReport report =
       sim::RunReplay(workload, *host.value(), *pool.value(), cost, in.metrics, run);
@@ -186,7 +217,15 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   }
   std::ostringstream cost_text;
   cost_text << "model " << in.replay->cold_read_gbps << " GB/s";
-  report.restore_cost = model ? cost_text.str() : "measured";
+  report.restore_cost = model                           ? cost_text.str()
+                        : probe.value().samples.empty() ? "measured"
+                                                        : "measured (full-size restore probe)";
+  for (const RestoreProbeSample& s : probe.value().samples) {
+    report.restore_probe.push_back({s.bytes, static_cast<double>(s.restore_ns) / 1e9,
+                                    static_cast<double>(probe.value().ChargeNs(s.bytes)) / 1e9});
+  }
+  report.restore_probe_bytes_per_second = probe.value().bytes_per_second;
+  report.restore_probe_fixed_s = static_cast<double>(probe.value().fixed_ns) / 1e9;
   report.trace_time_scale = in.setup->loaded.time_scale;
   report.trace_time_scale_how = in.setup->loaded.time_scale_how;
   if (g_hurry.load()) {

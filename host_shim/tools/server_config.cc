@@ -170,10 +170,21 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
       ->check(NumberInRange(0, 86400, "seconds"));
   replay
       .add_option("--restore-cost", c.restore_cost,
-                  "measured: a cold restore costs its measured wall time x --bytes-scale (noisy); "
+                  "measured: a cold restore costs its measured wall time, at --bytes-scale > 1 its "
+                  "logical bytes at the rate of full-size restores (--restore-probe-mib); "
                   "model: its logical bytes at --cold-read-gbps, and the restore-or-root decision "
                   "by that model (repeatable; the default of compare-policies)")
       ->check(CLI::IsMember({"measured", "model"}));
+  replay
+      .add_option("--restore-probe-mib", c.restore_probe_mib,
+                  "With --restore-cost measured and --bytes-scale > 1: before the replay, spill "
+                  "and time a restore of one checkpoint of each of these sizes (MiB, full size) "
+                  "on a scratch namespace, and charge each cold restore its logical bytes at the "
+                  "fitted rate (plus the fitted fixed latency) instead of its wall time x the "
+                  "bytes scale; 0 = no probe (wall time x scale)")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(WholeInRange(0, 16384, "MiB"));
   replay
       .add_option("--cold-read-gbps", c.cold_read_gbps,
                   "With --restore-cost model: the cold tier's read bandwidth, GB/s (2.4: this "

@@ -47,11 +47,15 @@ struct ReplayConfig {
   double think_s = 300;         // --think-s: agents' mean think/tool time
   double start_spread_s = 600;  // --start-spread-s: agents' sessions start within this
   uint64_t seed = 1;
-  // --restore-cost: "measured" (a cold restore costs its wall time x --bytes-scale) or "model"
+  // --restore-cost: "measured" (a cold restore costs its wall time; at --bytes-scale > 1 its
+  // logical bytes at the rate of full-size restores, --restore-probe-mib) or "model"
   // (its logical bytes at --cold-read-gbps, deterministic). "" = measured for replay, model for
   // compare-policies.
   std::string restore_cost;
   double cold_read_gbps = 2.4;
+  // --restore-probe-mib: with --restore-cost measured at --bytes-scale > 1, the sizes of the
+  // full-size restores timed before the replay (restore_probe.h); empty = wall time x scale.
+  std::vector<uint64_t> restore_probe_mib = {64, 256, 1024};
   std::string report_json;
   bool compare_null = false;
   bool progress = true;

@@ -13,7 +13,7 @@ namespace tier::disk {
 
 using provider::DataLossWhere;
 
-inline constexpr const char* kCodecDecisionsMetric = "tier_cold_codec_decisions_total";
+inline constexpr const char* kCodecDecisionsMetric = TIER_METRIC_COLD_CODEC_DECISIONS;
 
 // Why a file was moved into quarantine/ (or removed where it could not be moved): it failed
 // verification; something that is not the checkpoint stood under a checkpoint's name and blocked

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,63 @@ std::string WriteTrace(const std::string& dir, int count, int gap_ms) {
         << "\"hash_ids\": [1, 2, " << 1000 + i << ", " << 2000 + i << "]}\n";
   }
   return path;
+}
+
+// Measured cost at 1/1000 of the bytes (README, replay): a cold restore is charged its logical
+// bytes at the rate of full-size restores timed before the replay, not its wall time x 1000; the
+// probe's scratch namespace leaves nothing in the cold directory.
+TEST(Replay, MeasuredCostAtAScaleChargesTheFullSizeProbeRate) {
+  ScopedTempDir dir;
+  const std::string report = dir.path() + "/report.json";
+  auto args = AgentsReplay(dir.path() + "/cold", report);
+  args.insert(args.end(), {"--restore-cost", "measured", "--restore-probe-mib", "4,16"});
+  auto r = RunCommand(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json doc = ReadJson(report);
+  EXPECT_EQ(doc["restore_cost"], "measured (full-size restore probe)");
+  ASSERT_TRUE(doc.contains("restore_probe")) << doc.dump(2);
+  const json& probe = doc["restore_probe"];
+  const double rate = probe["bytes_per_second"].get<double>();
+  const double fixed_s = probe["fixed_s"].get<double>();
+  ASSERT_GT(rate, 0);
+  EXPECT_GE(fixed_s, 0);
+  ASSERT_EQ(probe["samples"].size(), 2u);
+  EXPECT_EQ(probe["samples"][0]["bytes"].get<uint64_t>(), 4ull << 20);
+  EXPECT_EQ(probe["samples"][1]["bytes"].get<uint64_t>(), 16ull << 20);
+  for (const json& sample : probe["samples"]) {
+    EXPECT_GT(sample["restore_s"].get<double>(), 0);  // a real restore at that size
+    EXPECT_NEAR(sample["charged_s"].get<double>(), fixed_s + sample["bytes"].get<double>() / rate,
+                1e-6);
+  }
+  // Every cold restore at admission is charged from the probe: fixed + logical bytes / rate.
+  const auto charged = doc["cold_restores_charged"].get<uint64_t>();
+  EXPECT_EQ(charged, doc["cold_restores"].get<uint64_t>());
+  const double bytes = doc["cold_restore_charged_bytes_logical"].get<double>();
+  if (charged > 0) {
+    EXPECT_GT(bytes, 0);
+  }
+  EXPECT_NEAR(doc["cold_restore_charged_seconds"].get<double>(),
+              static_cast<double>(charged) * fixed_s + bytes / rate,
+              1e-6 * static_cast<double>(charged + 1))
+      << "charged at the probe's rate, within rounding";
+  EXPECT_NE(r.out.find("restore probe (disk, full size)"), std::string::npos) << r.out;
+  // The probe's namespace removed what it spilled: every checkpoint file is the replay's.
+  std::set<std::string> tags;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() + "/cold")) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 5 && name.substr(name.size() - 5) == ".ckpt") {
+      tags.insert(name.substr(0, name.find('-')));
+    }
+  }
+  EXPECT_LE(tags.size(), 1u) << "checkpoints of more than one namespace in the cold directory";
+  // --restore-probe-mib 0: the old charge (wall time x the bytes scale), no probe.
+  auto plain = AgentsReplay(dir.path() + "/cold-plain", report);
+  plain.insert(plain.end(), {"--restore-cost", "measured", "--restore-probe-mib", "0"});
+  auto p = RunCommand(plain);
+  ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
+  const json plain_doc = ReadJson(report);
+  EXPECT_EQ(plain_doc["restore_cost"], "measured");
+  EXPECT_FALSE(plain_doc.contains("restore_probe"));
 }
 
 TEST(Replay, AnOverloadedTraceIsFlaggedAndAutoStretchesIt) {

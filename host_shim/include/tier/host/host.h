@@ -354,6 +354,7 @@ struct Admission {
   // (cold restores, and prefetched ones: what the prefetch took off); 0 without the model.
   uint64_t cold_restore_model_ns = 0;
   uint64_t transfer_model_ns = 0;   // modelled Host->Device transfer time (cost model)
+  uint64_t logical_bytes = 0;       // the reused checkpoint's logical bytes (Host, cold restores)
   uint64_t wait_ns = 0;             // wall time from Admit to ready (pending admissions)
   bool prefetched = false;          // a prefetch brought it into Host before the request came
   uint64_t prefetch_hidden_ns = 0;  // cold restore time the prefetch took off this request
