@@ -1,4 +1,5 @@
-// segment_cipher.h -- encryption at rest for what the Host hands a provider (HostOptions::encryption).
+// segment_cipher.h -- encryption at rest for what the Host hands a provider
+// (HostOptions::encryption).
 //
 // AES-256-GCM (OpenSSL libcrypto). Every data segment a provider stores is bare ciphertext of the
 // plaintext's length under its own random 96-bit nonce, so a restore reads it into the Host copy
