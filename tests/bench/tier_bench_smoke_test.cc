@@ -2,6 +2,7 @@
 // it reports: the JSON fields exist, every restore was byte-exact, fio's absence is said and its
 // ratios are null, bad usage is refused with a clear message. Never checks a speed.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -130,6 +131,29 @@ TEST_F(TierBenchSmoke, LoadModeReportsItsFigures) {
   EXPECT_GT(j["spill_core_seconds_per_gb"].get<double>(), 0);
   EXPECT_TRUE(j["mix_read_vs_fio"].is_null());
   EXPECT_EQ(j["mix_read_gbps"].size(), 1u);
+}
+
+TEST_F(TierBenchSmoke, EncryptedRestoresAreByteExactAndTheFilesHoldCiphertext) {
+  // --encryption-key-file: ours seals every spill and opens every restore as an encrypted Host
+  // does; the restores stay byte-exact. A key file others can read is refused, naming it.
+  const std::string key = dir_ + "/kv.key";
+  std::ofstream(key) << std::string(64, 'e') << "\n";
+  ASSERT_EQ(::chmod(key.c_str(), 0644), 0);
+  const std::string out = dir_ + "/enc.json";
+  const std::string args = Common() + " --kinds bf16 --no-memory --no-fio --no-naive --json " +
+                           out + " --encryption-key-file " + key;
+  BenchRun run = RunBench(args);
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find(key), std::string::npos) << run.output;
+  ASSERT_EQ(::chmod(key.c_str(), 0600), 0);
+  run = RunBench(args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const json j = ReadJson(out);
+  EXPECT_TRUE(j["byte_exact"].get<bool>());
+  const json& ours = j["kinds"]["bf16"]["contestants"]["ours"];
+  EXPECT_EQ(ours["restores_byte_exact"].get<int>(), 2);
+  // Ciphertext does not compress: what bf16 gains in the clear it does not gain encrypted.
+  EXPECT_GE(ours["stored_bytes"].get<uint64_t>(), j["logical_bytes"].get<uint64_t>());
 }
 
 TEST_F(TierBenchSmoke, MissingDirectoryIsAUsageError) {
