@@ -173,6 +173,7 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   options.host_capacity_bytes = config.host_kv_mib << 20;
   options.bytes_scale = config.bytes_scale;
   options.kv_events = config.kv_events;
+  options.encryption = config.encryption;
   options.metrics = in.metrics;
   options.policy = config.policy;
   options.value_levers = config.value_levers;

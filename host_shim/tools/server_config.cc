@@ -59,6 +59,17 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
       ->type_name("ENDPOINT");
   app.add_option("--kv-events-topic", c.kv_events.topic,
                  "With --kv-events-addr: the topic frame (default kv@HOSTNAME@MODEL_PROFILE)");
+  app.add_option(
+         "--encryption-key-file", c.encryption.key_file,
+         "Encrypt every checkpoint at rest (AES-256-GCM) with the master key in FILE: 32 raw "
+         "bytes or 64 hex digits, a regular file of mode 0600 owned by this user (off by "
+         "default)")
+      ->type_name("FILE");
+  app.add_option("--encryption-old-key-file", c.encryption.old_key_files,
+                 "With --encryption-key-file: an earlier master key, for reading checkpoints "
+                 "spilled under it (rotation); repeatable")
+      ->type_name("FILE")
+      ->allow_extra_args(false);
   app.add_option("--bytes-scale", c.bytes_scale,
                  "Store and copy 1/N of every logical byte (the cost model and the report keep "
                  "logical sizes), so a laptop can replay 100k-token sessions")

@@ -25,11 +25,12 @@ struct ServerConfig {
   uint64_t device_kv_mib = 8192;           // --device-kv-mib: Device budget for parked checkpoints
   uint32_t max_concurrency = 2;            // --max-concurrency: lanes decoding at once
   std::string model_profile = "qwen3.8-27b-int8-rtx5090";
-  std::string metrics_addr;     // --metrics-addr HOST:PORT ("" = no endpoint)
-  KvEventsOptions kv_events;    // --kv-events-addr, --kv-events-replay-addr, --kv-events-topic
-  uint64_t bytes_scale = 1;     // --bytes-scale N: store 1/N of every logical byte
-  std::string device = "auto";  // --device auto|cpu|cuda
-  std::string namespace_id;     // --namespace ("" = derived from the model profile)
+  std::string metrics_addr;   // --metrics-addr HOST:PORT ("" = no endpoint)
+  KvEventsOptions kv_events;  // --kv-events-addr, --kv-events-replay-addr, --kv-events-topic
+  HostOptions::Encryption encryption;  // --encryption-key-file, --encryption-old-key-file
+  uint64_t bytes_scale = 1;            // --bytes-scale N: store 1/N of every logical byte
+  std::string device = "auto";         // --device auto|cpu|cuda
+  std::string namespace_id;            // --namespace ("" = derived from the model profile)
   std::string log_level = "info";
   bool check = false;
   Policy policy = Policy::kValue;  // --policy value|lru|gdsf
@@ -55,7 +56,7 @@ struct ReplayConfig {
   double cold_read_gbps = 2.4;
   // --restore-probe-mib: with --restore-cost measured at --bytes-scale > 1, the sizes of the
   // full-size restores timed before the replay (restore_probe.h); empty = wall time x scale.
-  std::vector<uint64_t> restore_probe_mib = {64, 256, 1024};
+  std::vector<uint64_t> restore_probe_mib = {64, 256};
   std::string report_json;
   bool compare_null = false;
   bool progress = true;

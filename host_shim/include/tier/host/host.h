@@ -281,9 +281,10 @@ struct HostOptions {
   KvEventsOptions kv_events;
 
   // ---- Encryption at rest (issue 23) -----------------------------------------------------------
-  // Off when key_file is empty (the default). Otherwise every segment (the manifest too) the Host
-  // hands the provider is AES-256-GCM ciphertext with a small header (key id, nonce, tag); the
-  // provider and the store never see plaintext or a key. key_file: the master key, 32 raw bytes or
+  // Off when key_file is empty (the default). Otherwise every segment the Host hands the provider
+  // is AES-256-GCM ciphertext of its own length, and the manifest segment (sealed behind a small
+  // header: key id, nonce, tag) holds each segment's nonce and tag; the provider and the store
+  // never see plaintext or a key. key_file: the master key, 32 raw bytes or
   // 64 hex digits, read at Open and refused (INVALID_ARGUMENT naming the path) unless a regular
   // file of mode 0600 or stricter owned by this process's uid. old_key_files: earlier master keys,
   // accepted for reading only (rotation). A segment that fails its tag or names an unknown key is
