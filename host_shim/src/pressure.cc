@@ -240,10 +240,12 @@ bool Host::Impl::FreeHostMemoryFor(const CheckpointEntry& wanted) {
   for (const auto& [id, op] : ops_) {
     if (op->stage == Stage::kRestore) return true;
   }
-  // A Host copy that a request or operation holds frees when it lets go (a ready admission's
-  // Release): the restore waits for it, bounded by its admission deadline.
-  for (const CheckpointEntry* e : catalog_.Entries()) {
-    if (e != &wanted && e->host_copy != nullptr && !e->idle()) return true;
+  // A Host copy that a ready admission uses frees when the server releases it: the restore waits
+  // for it, bounded by its admission deadline. (Not one that pending admissions pin: they may be
+  // waiting themselves.)
+  for (const auto& [id, key] : used_) {
+    const CheckpointEntry* e = catalog_.Find(key);
+    if (e != nullptr && e != &wanted && e->host_copy != nullptr) return true;
   }
   // The arena is full of Host copies the logical Host budget lets stay: spill one, so that its
   // memory frees when the provider has it.

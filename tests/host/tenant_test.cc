@@ -2,7 +2,9 @@
 // the identity. Two tenants with identical prompts never hit each other's checkpoints: on disk
 // across a restart, and through a second server probing a shared tier (the scripted provider's
 // shared store). The rados suite runs the same check on a real pool (tests/rados).
+#include <dlfcn.h>
 #include <tier/host/identity.h>
+#include <tier/host/plugin_loader.h>
 #include <unistd.h>
 
 #include <set>
@@ -35,8 +37,14 @@ TEST_F(HostTenant, TwoTenantsWithTheSamePromptNeverMeetOnDiskAcrossARestart) {
 }
 
 TEST_F(HostTenant, TwoTenantsWithTheSamePromptNeverMeetThroughASharedTiersProbe) {
+  // The scripted provider's shared store lives in the library: held loaded here so it outlives
+  // every server of the test, as a shared tier does (a clang build unloads the library when the
+  // last Host closes; GCC's unique symbols happened to keep it loaded).
+  void* library = ::dlopen(tier::ResolvePluginPath("scripted").c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(library, nullptr) << ::dlerror();
   const std::string store = "tenants-" + std::to_string(::getpid());
   CheckTenantsNeverMeet("scripted", {{"store", store}}, true, nullptr);
+  ::dlclose(library);
 }
 
 TEST_F(HostTenant, MetricsNameOnlyTheTenantsTheOperatorAllows) {
