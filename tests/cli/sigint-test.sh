@@ -10,7 +10,12 @@ flags=(--cold-kv-dir "$dir/cold" --cold-kv-gib 200 --bytes-scale 1000 --device-k
 "$host" "${flags[@]}" replay --sessions 4 --clock wall --time-scale 10 --no-progress \
   --report-json "$dir/report.json" > "$dir/out" 2> "$dir/err" &
 pid=$!
-# Stop it once checkpoints have reached the cold tier (bounded wait).
+# Stop it once the replay runs (after the restore probe, whose own checkpoint files come and go)
+# and checkpoints have reached the cold tier (bounded waits).
+for _ in $(seq 300); do
+  grep -q 'replay: agents' "$dir/err" 2>/dev/null && break
+  sleep 0.2
+done
 for _ in $(seq 100); do
   [ -n "$(ls "$dir"/cold/*.ckpt 2>/dev/null)" ] && break
   sleep 0.2

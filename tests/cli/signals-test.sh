@@ -39,7 +39,7 @@ case $mode in
   second-sigint)
     "$host" --tier-plugin "$scripted" --tier-opt spill_delay_ms=20000 --bytes-scale 1000 \
       --device-kv-mib 256 --host-kv-mib 256 replay --sessions 4 --start-spread-s 0 \
-      --clock wall --time-scale 10 --no-progress --report-json "$dir/report.json" \
+      --clock wall --time-scale 10 --no-progress --restore-probe-mib 0 --report-json "$dir/report.json" \
       > "$dir/out" 2> "$dir/err" &
     pid=$!
     trap 'kill -9 $pid 2>/dev/null || true' EXIT
