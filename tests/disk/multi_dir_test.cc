@@ -106,6 +106,21 @@ struct Rig {
       ASSERT_EQ(SpillSync(p, keys[i], cps[i]).status, TIER_OK) << i;
     }
   }
+  // A first run: opens `options` (default: every directory), spills `count`, closes.
+  void FirstRun(int count, const Options* options = nullptr) {
+    FakeHost host;
+    auto p = options ? Open(host, *options) : Open(host);
+    ASSERT_TRUE(p);
+    SpillAll(*p, count);
+  }
+  // Checkpoints 0..count-1 all restore byte-exact.
+  void ExpectAllExact(DiskProvider& p, int count) {
+    for (int i = 0; i < count; ++i) {
+      bool exact = false;
+      EXPECT_EQ(Restore(p, i, &exact), TIER_OK) << i;
+      EXPECT_TRUE(exact) << i;
+    }
+  }
   tier_status Restore(DiskProvider& p, int i, bool* exact) {
     RestoreTarget target = MakeTarget(cps[i]);
     const Done d = RestoreSync(p, keys[i], target);
@@ -148,12 +163,7 @@ TEST(DiskDirs, EveryDirectoryIsLockedAgainstASecondInstance) {
 
 TEST(DiskDirs, RestartReadoptsFromEveryDirectory) {
   Rig rig(3);
-  {
-    FakeHost host;
-    auto p = rig.Open(host);
-    ASSERT_TRUE(p);
-    rig.SpillAll(*p, 6);
-  }
+  rig.FirstRun(6);
   FakeHost host;
   auto p = rig.Open(host);
   ASSERT_TRUE(p);
@@ -161,21 +171,12 @@ TEST(DiskDirs, RestartReadoptsFromEveryDirectory) {
   uint64_t file_bytes = 0;
   for (const std::string& d : rig.dirs) file_bytes += SumCheckpointFileBytes(d);
   EXPECT_EQ(UsedBytes(*p), file_bytes);
-  for (int i = 0; i < 6; ++i) {
-    bool exact = false;
-    EXPECT_EQ(rig.Restore(*p, i, &exact), TIER_OK) << i;
-    EXPECT_TRUE(exact) << i;
-  }
+  rig.ExpectAllExact(*p, 6);
 }
 
 TEST(DiskDirs, DirectoryRemovedBetweenRunsCostsOnlyItsCheckpoints) {
   Rig rig(3);
-  {
-    FakeHost host;
-    auto p = rig.Open(host);
-    ASSERT_TRUE(p);
-    rig.SpillAll(*p, 6);
-  }
+  rig.FirstRun(6);
   const uint64_t gone = CheckpointFilesIn(rig.dirs[1]);
   ASSERT_GE(gone, 1u);
   ASSERT_EQ(::rename(rig.dirs[1].c_str(), (rig.dirs[1] + ".unmounted").c_str()), 0);
@@ -201,12 +202,7 @@ TEST(DiskDirs, DirectoryRemovedBetweenRunsCostsOnlyItsCheckpoints) {
 
 TEST(DiskDirs, UnusableDirectoryIsSkippedAndCountedTheOthersServe) {
   Rig rig(3);
-  {
-    FakeHost host;
-    auto p = rig.Open(host);
-    ASSERT_TRUE(p);
-    rig.SpillAll(*p, 6);
-  }
+  rig.FirstRun(6);
   const uint64_t gone = CheckpointFilesIn(rig.dirs[2]);
   ASSERT_GE(gone, 1u);
   // The device's directory is now a plain file (what an open fails on like a dead mount).
@@ -377,31 +373,18 @@ TEST(DiskDirs, OneBudgetSpansEveryDirectory) {
 
 TEST(DiskDirs, ASingleDirectoryWrittenByDirIsReadAsTheFirstOfDirs) {
   Rig rig(2);
-  {
-    FakeHost host;
-    auto p = rig.Open(host, BaseOptions(rig.dirs[0]));
-    ASSERT_TRUE(p);
-    rig.SpillAll(*p, 3);
-  }
+  const Options single = BaseOptions(rig.dirs[0]);
+  rig.FirstRun(3, &single);
   FakeHost host;
   auto p = rig.Open(host);
   ASSERT_TRUE(p);
   EXPECT_EQ(Entries(*p), 3u);
-  for (int i = 0; i < 3; ++i) {
-    bool exact = false;
-    EXPECT_EQ(rig.Restore(*p, i, &exact), TIER_OK) << i;
-    EXPECT_TRUE(exact) << i;
-  }
+  rig.ExpectAllExact(*p, 3);
 }
 
 TEST(DiskDirs, TheSameKeyInTwoDirectoriesKeepsOneCopy) {
   Rig rig(2);
-  {
-    FakeHost host;
-    auto p = rig.Open(host);
-    ASSERT_TRUE(p);
-    rig.SpillAll(*p, 1);
-  }
+  rig.FirstRun(1);
   const std::string path = FileHolding(rig.dirs, rig.keys[0]);
   const int d = DirHolding(rig.dirs, rig.keys[0]);
   const std::string copy = rig.dirs[1 - d] + path.substr(path.rfind('/'));
