@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "tier/provider/adapter.h"
+#include "tier/provider/restore_plan.h"
 #include "tier/status.h"
 #include "tier_validate.h"
 
@@ -942,17 +943,11 @@ Status Instance::Enumerate(tier_enumerate_fn fn, void* user_data) {
 Status Instance::PlanRestore(const tier_key* key, uint64_t prefill_ns, tier_plan* out) {
   if (key == nullptr || out == nullptr) return NullInstance();
   const std::shared_ptr<Stored> e = Find(*key);
-  const uint64_t estimate_ns = e ? e->stored_bytes / 2 + 1000 : 0;
-  const tier_decision decision =
-      e && estimate_ns < prefill_ns ? TIER_DECISION_RESTORE : TIER_DECISION_SKIP_TO_ROOT;
-  const tier_reason reason = !e                         ? TIER_REASON_MISS
-                             : estimate_ns < prefill_ns ? TIER_REASON_CHEAPER
-                                                        : TIER_REASON_COST;
-  if (TIER_HAS_FIELD(out, tier_plan, decision)) out->decision = decision;
-  if (TIER_HAS_FIELD(out, tier_plan, reason)) out->reason = reason;
-  if (TIER_HAS_FIELD(out, tier_plan, reserved)) out->reserved = 0;
-  if (TIER_HAS_FIELD(out, tier_plan, estimated_restore_ns)) out->estimated_restore_ns = estimate_ns;
-  if (TIER_HAS_FIELD(out, tier_plan, stored_bytes)) out->stored_bytes = e ? e->stored_bytes : 0;
+  // ~2 GB/s and a fixed cost; never busy here: a restore beyond the bound is refused BUSY instead
+  provider::WritePlan(e ? provider::PlanStored(e->stored_bytes, e->stored_bytes / 2 + 1000,
+                                               prefill_ns, /*busy=*/false)
+                        : provider::PlanSkip(TIER_REASON_MISS),
+                      out);
   return Status::Ok();
 }
 
