@@ -3,20 +3,5 @@
 // the boundary).
 #include "rados_provider.h"
 #include "tier/provider/adapter.h"
-#include "tier_provider.h"
 
-namespace tier::rados {
-namespace {
-
-constexpr provider::ProviderNames kNames{"rados", "0.1.0"};
-using Adapter = provider::ProviderAdapter<RadosProvider, kNames>;
-
-}  // namespace
-}  // namespace tier::rados
-
-extern "C" TIER_EXPORT tier_status tier_provider_entry(uint32_t host_abi_major,
-                                                       uint32_t /*host_abi_minor*/,
-                                                       const tier_host_services* /*host*/,
-                                                       const tier_provider** provider_out) {
-  return tier::rados::Adapter::Entry(host_abi_major, provider_out);
-}
+TIER_PROVIDER_ENTRY(tier::rados::RadosProvider, "rados", "0.1.0")

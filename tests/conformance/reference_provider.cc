@@ -971,15 +971,7 @@ Status Instance::Probe(const tier_key* keys, uint32_t key_count, uint8_t* found)
 }
 #endif
 
-constexpr provider::ProviderNames kNames{REFERENCE_NAME, "1.0.0"};
-using Adapter = provider::ProviderAdapter<Instance, kNames>;
-
 }  // namespace
 }  // namespace tier::reference
 
-extern "C" TIER_EXPORT tier_status tier_provider_entry(uint32_t host_abi_major,
-                                                       uint32_t /*host_abi_minor*/,
-                                                       const tier_host_services* /*host*/,
-                                                       const tier_provider** provider_out) {
-  return tier::reference::Adapter::Entry(host_abi_major, provider_out);
-}
+TIER_PROVIDER_ENTRY(tier::reference::Instance, REFERENCE_NAME, "1.0.0")

@@ -19,13 +19,8 @@
 //          Probe(const tier_key*, uint32_t key_count, uint8_t* found)   (1.1)
 //   ~T() closes (cancels what is queued, waits for what runs), unless CloseInstance does.
 //
-// Use (one provider's entry.cc):
-//   constexpr tier::provider::ProviderNames kNames{"disk", "0.1.0"};
-//   using Adapter = tier::provider::ProviderAdapter<DiskProvider, kNames>;
-//   extern "C" TIER_EXPORT tier_status tier_provider_entry(uint32_t major, uint32_t minor,
-//       const tier_host_services* host, const tier_provider** out) {
-//     return Adapter::Entry(major, out);
-//   }
+// Use (one provider's entry.cc, at global scope): TIER_PROVIDER_ENTRY(tier::disk::DiskProvider,
+// "disk", "0.1.0") defines the one exported symbol, tier_provider_entry, over the generated table.
 #pragma once
 
 #include <cstdint>
@@ -232,3 +227,17 @@ class ProviderAdapter {
 };
 
 }  // namespace tier::provider
+
+// Defines tier_provider_entry, the provider's one exported symbol, handing out the table that
+// ProviderAdapter generates from `Provider` (named `name`, at version `version`: string
+// literals). Once per provider, at global scope.
+#define TIER_PROVIDER_ENTRY(Provider, name, version)                                              \
+  namespace {                                                                                     \
+  constexpr ::tier::provider::ProviderNames kTierProviderNames{name, version};                    \
+  }                                                                                               \
+  extern "C" TIER_EXPORT tier_status tier_provider_entry(                                         \
+      uint32_t host_abi_major, uint32_t /*host_abi_minor*/, const tier_host_services* /*host*/,   \
+      const tier_provider** provider_out) {                                                       \
+    return ::tier::provider::ProviderAdapter<Provider, kTierProviderNames>::Entry(host_abi_major, \
+                                                                                  provider_out);  \
+  }
