@@ -180,12 +180,11 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
       ->capture_default_str()
       ->check(NumberInRange(0, 86400, "seconds"));
   replay
-      .add_option(
-          "--restore-cost", c.restore_cost,
-          "measured: a cold restore costs its measured wall time (x --bytes-scale), or with "
-          "--restore-probe-mib its logical bytes at the rate of full-size restores; "
-          "model: its logical bytes at --cold-read-gbps, and the restore-or-root decision "
-          "by that model (repeatable; the default of compare-policies)")
+      .add_option("--restore-cost", c.restore_cost,
+                  "measured: a cold restore costs its measured wall time, at --bytes-scale > 1 its "
+                  "logical bytes at the rate of full-size restores (--restore-probe-mib); "
+                  "model: its logical bytes at --cold-read-gbps, and the restore-or-root decision "
+                  "by that model (repeatable; the default of compare-policies)")
       ->check(CLI::IsMember({"measured", "model"}));
   replay
       .add_option("--restore-probe-mib", c.restore_probe_mib,
@@ -193,7 +192,7 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
                   "and time a restore of one checkpoint of each of these sizes (MiB, full size) "
                   "on a scratch namespace, and charge each cold restore its logical bytes at the "
                   "fitted rate (plus the fitted fixed latency) instead of its wall time x the "
-                  "bytes scale, e.g. 64,256; 0 (the default) = no probe (wall time x scale)")
+                  "bytes scale; 0 = no probe (wall time x scale)")
       ->capture_default_str()
       ->delimiter(',')
       ->check(WholeInRange(0, 16384, "MiB"));
