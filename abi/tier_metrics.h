@@ -40,6 +40,9 @@
 /* counter {provider, decision}: spilled segments by why they got their codec (the disk
  * provider's compression: compressed, or raw and why). */
 #define TIER_METRIC_COLD_CODEC_DECISIONS "tier_cold_codec_decisions_total"
+/* counter {provider, why}: cold-tier directories of a provider that spans several (the disk
+ * provider's dirs=): missing or unusable at open, or set aside while failing. */
+#define TIER_METRIC_COLD_DIRS_UNAVAILABLE "tier_cold_dirs_unavailable_total"
 /* gauge {provider, path=TIER_IO_PATHS}: 1 for the I/O path in use, 0 for the others. */
 #define TIER_METRIC_COLD_IO_PATH "tier_cold_io_path"
 

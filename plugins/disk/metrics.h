@@ -17,7 +17,7 @@ inline constexpr const char* kCodecDecisionsMetric = TIER_METRIC_COLD_CODEC_DECI
 // counter {provider, why=missing|unusable}: directories of the dirs= list that were missing at
 // open (created empty: whatever they held is a miss) or could not be used (skipped, their
 // checkpoints misses until a restart finds them usable).
-inline constexpr const char* kDirsUnavailableMetric = "tier_cold_dirs_unavailable_total";
+inline constexpr const char* kDirsUnavailableMetric = TIER_METRIC_COLD_DIRS_UNAVAILABLE;
 enum class DirProblem { kMissing = 0, kUnusable = 1, kFailing = 2 };
 
 // Why a file was moved into quarantine/ (or removed where it could not be moved): it failed
