@@ -282,6 +282,18 @@ class HostGpuPath : public ::testing::Test {
     r.order_after = order_after;
     return host_->Seal(r);
   }
+  // Admits `blocks` into `lane` with no pages to hand over (a Device hit takes none): the
+  // immediate answer.
+  Admission AdmitWithoutPages(const std::vector<uint64_t>& blocks, const Lane& lane,
+                              device::NativeStream order_after = nullptr) {
+    AdmitRequest r;
+    r.blocks = blocks;
+    r.now_ns = 2;
+    r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
+    r.state = lane.buffers;
+    r.order_after = order_after;
+    return host_->Admit(r);
+  }
   // Admits blocks {7} into page 5 and `lane`, and runs the Host until it ends.
   Admission AdmitIntoPage5(Lane* lane, device::NativeStream order_after) {
     AdmitRequest r;
@@ -401,12 +413,7 @@ TEST_F(HostGpuPath, DeviceSealStateCopyHonoursOrderAfter) {
     }
     stream_.Synchronize();
     Lane lane = NewLane(kPrevOwner);
-    AdmitRequest r;
-    r.blocks = blocks_;
-    r.now_ns = 2;
-    r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
-    r.state = lane.buffers;
-    Admission a = host_->Admit(r);
+    Admission a = AdmitWithoutPages(blocks_, lane);
     ASSERT_EQ(a.state, AdmissionState::kReady);
     EXPECT_EQ(a.outcome, Outcome::kDeviceHit);
     ASSERT_TRUE(a.state_copy.Wait().ok());
@@ -486,13 +493,7 @@ TEST_F(HostGpuPath, DeviceHitStateCopyWaitsForTheLanesReaders) {
       gate.Wait();
       seen = lane.memory[0];
     });
-    AdmitRequest r;
-    r.blocks = blocks_;
-    r.now_ns = 2;
-    r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
-    r.state = lane.buffers;
-    r.order_after = ordered ? stream_.handle() : nullptr;
-    Admission a = host_->Admit(r);
+    Admission a = AdmitWithoutPages(blocks_, lane, ordered ? stream_.handle() : nullptr);
     ASSERT_EQ(a.outcome, Outcome::kDeviceHit);
     if (ordered) {
       PollFor(30);
@@ -555,12 +556,7 @@ TEST_F(HostGpuPath, SealHitAndEvictAllocateNoDeviceMemory) {
     ASSERT_TRUE(sealed.on_device);
     Settle();
     Lane lane = NewLane(kStale);
-    AdmitRequest r;
-    r.blocks = blocks;
-    r.now_ns = 2;
-    r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
-    r.state = lane.buffers;
-    Admission a = host_->Admit(r);
+    Admission a = AdmitWithoutPages(blocks, lane);
     ASSERT_EQ(a.outcome, Outcome::kDeviceHit);
     ASSERT_TRUE(a.state_copy.Wait().ok());
     EXPECT_TRUE(LaneIs(lane, kState));
@@ -611,13 +607,8 @@ TEST_F(HostGpuPath, EvictedPlacementMemoryWaitsForItsCopies) {
   Settle();
   gate->Close();
   Lane lane = NewLane(kStale);
-  AdmitRequest r;
   const std::vector<uint64_t> one{1};
-  r.blocks = one;
-  r.now_ns = 2;
-  r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
-  r.state = lane.buffers;
-  Admission a = host_->Admit(r);
+  Admission a = AdmitWithoutPages(one, lane);
   ASSERT_EQ(a.outcome, Outcome::kDeviceHit);
   EXPECT_FALSE(a.state_copy.IsDone());
   host_->Release(a.id);
