@@ -28,12 +28,6 @@
 namespace tier::conformance {
 namespace {
 
-#define SKIP_IF_ABSENT()                                        \
-  if (absent())                                                 \
-  GTEST_SKIP() << GetParam().name                               \
-               << " is an absent tier (capacity 0): it stores " \
-                  "nothing, so there is nothing to read back"
-
 #define SKIP_WITHOUT_PROBE()                                        \
   if (!TIER_HAS_SLOT(table(), tier_provider, probe))                \
   GTEST_SKIP() << GetParam().name                                   \
@@ -46,6 +40,12 @@ tier_status StatOf(const tier_provider* table, tier_instance* instance, const ti
   tier_stat_result stat{};
   stat.struct_size = sizeof(stat);
   return table->stat(instance, &key, &stat, nullptr, 0, nullptr);
+}
+
+tier_status StatsOf(const tier_provider* table, tier_instance* instance) {
+  tier_stats stats{};
+  stats.struct_size = sizeof(stats);
+  return table->stats(instance, &stats, nullptr);
 }
 
 bool Listed(const std::vector<tier_key>& keys, const tier_key& key) {
@@ -1142,12 +1142,8 @@ TEST_P(AbiConformance, CompletionsOfEverySizeMayCallTheProvider) {
           r->instance, &r->key, segments->data(), 1,
           [](void* user, const tier_completion* c) {
             auto* x = static_cast<Reentry*>(user);
-            tier_stat_result stat{};
-            stat.struct_size = sizeof(stat);
-            const tier_status s = x->table->stat(x->instance, &x->key, &stat, nullptr, 0, nullptr);
-            tier_stats stats{};
-            stats.struct_size = sizeof(stats);
-            const tier_status st = x->table->stats(x->instance, &stats, nullptr);
+            const tier_status s = StatOf(x->table, x->instance, x->key);
+            const tier_status st = StatsOf(x->table, x->instance);
             tier_info info{};
             info.struct_size = sizeof(info);
             const tier_status in = x->table->info(x->instance, &info, nullptr);
@@ -1194,12 +1190,8 @@ TEST_P(AbiConformance, CompletionsOfEverySizeMayCallTheProvider) {
           back->instance, &back->key, restore_segments->data(), 1,
           [](void* user, const tier_completion* c) {
             auto* x = static_cast<Reentry*>(user);
-            tier_stat_result stat{};
-            stat.struct_size = sizeof(stat);
-            const tier_status s = x->table->stat(x->instance, &x->key, &stat, nullptr, 0, nullptr);
-            tier_stats stats{};
-            stats.struct_size = sizeof(stats);
-            const tier_status st = x->table->stats(x->instance, &stats, nullptr);
+            const tier_status s = StatOf(x->table, x->instance, x->key);
+            const tier_status st = StatsOf(x->table, x->instance);
             std::lock_guard lock(x->mutex);
             x->stat = s;
             x->stats = st;

@@ -251,6 +251,21 @@ class HostGpuPath : public ::testing::Test {
     }
     ASSERT_FALSE(host_->Busy());
   }
+  // The stream's work waits behind `gate`. Ordered, the Host's work must wait for it: the Host
+  // runs a while, `check_waiting` looks, then the gate opens. Not ordered, the Host finishes
+  // first. Then the stream drains.
+  void RunWithStreamHeld(Gate& gate, bool ordered, const std::function<void()>& check_waiting) {
+    if (ordered) {
+      PollFor(30);
+      check_waiting();
+      gate.Open();
+      Settle();
+    } else {
+      Settle();
+      gate.Open();
+    }
+    stream_.Synchronize();
+  }
   bool SawSealed(uint64_t id) const {
     return std::any_of(events_.begin(), events_.end(),
                        [&](const Event& e) { return e.kind == Event::kSealed && e.id == id; });
@@ -402,16 +417,9 @@ TEST_F(HostGpuPath, DeviceSealStateCopyHonoursOrderAfter) {
     const Sealed sealed = SealPage0(sealed_state, ordered ? stream_.handle() : nullptr);
     ASSERT_TRUE(sealed.status.ok()) << sealed.status.ToString();
     EXPECT_TRUE(sealed.on_device);
-    if (ordered) {
-      PollFor(30);
+    RunWithStreamHeld(gate, ordered, [&] {
       EXPECT_FALSE(sealed.copied.IsDone()) << "the state copy ran before the producer's work";
-      gate.Open();
-      Settle();
-    } else {
-      Settle();
-      gate.Open();
-    }
-    stream_.Synchronize();
+    });
     Lane lane = NewLane(kPrevOwner);
     Admission a = AdmitWithoutPages(blocks_, lane);
     ASSERT_EQ(a.state, AdmissionState::kReady);
@@ -458,17 +466,12 @@ TEST_F(HostGpuPath, RestoreOrderedAfterThePreviousOwnersWork) {
     Admission a = host_->Admit(r);
     if (ordered) {
       ASSERT_EQ(a.state, AdmissionState::kPending);
-      PollFor(30);
+    }
+    RunWithStreamHeld(gate, ordered, [&] {
       EXPECT_FALSE(std::any_of(events_.begin(), events_.end(), [&](const Event& e) {
         return e.kind == Event::kAdmissionReady && e.id == a.id;
       })) << "the scatter ran before the previous owner's work";
-      gate.Open();
-      Settle();
-    } else {
-      Settle();
-      gate.Open();
-    }
-    stream_.Synchronize();
+    });
     EXPECT_TRUE(PageIs(5, ordered ? kProduced : kPrevOwner));
     host_->Release(a.id);
     Settle();

@@ -60,14 +60,7 @@ tier_status StatusFromName(const std::string& name, bool* ok) {
 }
 
 void Complete(tier_done_fn done, void* user, tier_status status, uint64_t bytes) {
-  tier_completion c{};
-  c.struct_size = sizeof(c);
-  c.status = status;
-  c.message = status == TIER_OK ? "" : "scripted failure";
-  c.logical_bytes = status == TIER_OK ? bytes : 0;
-  c.stored_bytes = status == TIER_OK ? bytes : 0;
-  c.duration_ns = 1000;
-  done(user, &c);
+  tier::test::CompleteWith(done, user, status, bytes, "scripted failure");
 }
 
 // Runs closures at their due time on one thread; Close() runs what is left at once.

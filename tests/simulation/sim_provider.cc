@@ -122,14 +122,7 @@ const tier_provider kTable = {TIER_PROVIDER_V1_0_SIZE,
                               nullptr};
 
 void CallDone(tier_done_fn done, void* user, tier_status status, uint64_t bytes) {
-  tier_completion c{};
-  c.struct_size = sizeof(c);
-  c.status = status;
-  c.message = status == TIER_OK ? "" : "sim: scripted failure";
-  c.logical_bytes = status == TIER_OK ? bytes : 0;
-  c.stored_bytes = status == TIER_OK ? bytes : 0;
-  c.duration_ns = 1000;
-  done(user, &c);
+  test::CompleteWith(done, user, status, bytes, "sim: scripted failure");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // stored_checkpoint.h -- a checkpoint as the in-memory test providers keep it (the scripted
 // provider of tests/host, the simulation's SimProvider): its segment table and a copy of every
-// segment's bytes, with what stat and enumerate report of it. Header-only: the scripted provider
+// segment's bytes, with what stat and enumerate report of it and how a completion reports it.
+// Header-only: the scripted provider
 // is a plugin that links nothing but the ABI.
 #pragma once
 
@@ -63,5 +64,19 @@ struct StoredCheckpoint {
     return e;
   }
 };
+
+// Calls `done` as the in-memory test providers complete: OK with `bytes` logical and stored, or
+// `status` with `failure_message` and no bytes; a duration of 1 us.
+inline void CompleteWith(tier_done_fn done, void* user, tier_status status, uint64_t bytes,
+                         const char* failure_message) {
+  tier_completion c{};
+  c.struct_size = sizeof(c);
+  c.status = status;
+  c.message = status == TIER_OK ? "" : failure_message;
+  c.logical_bytes = status == TIER_OK ? bytes : 0;
+  c.stored_bytes = status == TIER_OK ? bytes : 0;
+  c.duration_ns = 1000;
+  done(user, &c);
+}
 
 }  // namespace tier::test
