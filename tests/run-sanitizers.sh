@@ -103,7 +103,7 @@ asan_exclude="^OutOfTree\.|^SdkPackage\.|^ProviderSymbols\.|^Replay\.MooncakeTra
 # providers that complete late, never, or from their own threads.
 tsan_targets=(tier_disk tier_disk_tests tier_reliability_tests tier-conformance tier_host_tests
               tier_testprov_scripted tier_null tier_testprov_wrong_major)
-tsan_tests='^(DiskPlugin|DiskAbi|FaultInjection|Stress|CrashRecovery|Security|HostAdmission|HostPressure|HostOpen|HostEngineContract|HostCloseFlush)\.|^conformance\.disk'
+tsan_tests='^(DiskPlugin|DiskDirs|DiskAbi|FaultInjection|Stress|CrashRecovery|Security|HostAdmission|HostPressure|HostOpen|HostEngineContract|HostCloseFlush)\.|^conformance\.disk'
 # The seeded simulation of the Host (tests/simulation): the Host's call threads, the CPU engine's
 # worker and completions on foreign threads, all at once, on a small budget.
 tsan_targets+=(tier_simulation_tests tier_sim_bridge)
@@ -129,13 +129,14 @@ if [ "$only" != tsan ]; then
   # The enumeration keeps every subset of up to 8 (not 10) pending calls, samples 256 beyond.
   export TIER_POWERLOSS_CUTS=100 TIER_POWERLOSS_EXHAUSTIVE=8 TIER_POWERLOSS_SAMPLED=256
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  export LSAN_OPTIONS=suppressions=$root/tests/lsan-suppressions.txt
   # The Host simulation: 100 seeds of 500 steps (the normal build runs 400 of 1,000).
   export TIER_SIM_SEEDS=100 TIER_SIM_OPS=500
   ctest --test-dir "$dir" -E "$asan_exclude" -j "$jobs" --output-on-failure --timeout 900 ||
     status=1
   ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0} \
     ctest --test-dir "$dir" -R "$asan_leaky" --output-on-failure --timeout 900 || status=1
-  unset ASAN_OPTIONS UBSAN_OPTIONS TIER_POWERLOSS_CUTS TIER_POWERLOSS_EXHAUSTIVE TIER_POWERLOSS_SAMPLED
+  unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TIER_POWERLOSS_CUTS TIER_POWERLOSS_EXHAUSTIVE TIER_POWERLOSS_SAMPLED
   unset TIER_SIM_SEEDS TIER_SIM_OPS
   echo "== ASan+UBSan: done at $(( $(date +%s) - start )) s"
 fi

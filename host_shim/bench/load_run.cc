@@ -53,7 +53,8 @@ struct FioMix {
 };
 
 // fio with `readers` sequential read jobs and `writers` write jobs running at once, each over its
-// own file of `bytes`, O_DIRECT io_uring 1 MiB at `depth`, reported as one group.
+// own file of `bytes`, O_DIRECT io_uring 1 MiB at `depth`, reported as one group. `dir` may list
+// several directories separated by ':' (fio assigns each kind's job clones to them in turn).
 Result<FioMix> RunFioMix(const BenchConfig& config, const std::string& dir, uint64_t bytes,
                          uint32_t readers, uint32_t writers, uint32_t depth) {
   const uint64_t mib = (bytes + (1u << 20) - 1) >> 20;
@@ -116,6 +117,8 @@ class LoadRun {
   Status Round(uint32_t round);
   // Restores keys 0..n-1 (n threads) while `spillers` threads spill until the restores are done.
   Status Mix(uint32_t restorers, uint32_t spillers, bool record);
+  // "<work>/<stem>0<sep><work>/<stem>1..." for --dirs directories (one: "<work>/<stem>").
+  std::string DirList(const std::string& stem, const char* sep) const;
   tier_key RestoreKey(uint32_t i) const {
     return KeyFromText("tier-bench-load/r/" + std::to_string(i));
   }
@@ -161,15 +164,19 @@ Status LoadRun::Prepare() {
   }
   if (!config_.kinds.empty()) kind_ = config_.kinds.front();
   work_ = config_.dir + "/tier-bench-load-" + std::to_string(::getpid());
-  std::filesystem::create_directories(work_ + "/fio", ec);
-  if (ec) return Status(TIER_IO_ERROR, "create '" + work_ + "': " + ec.message());
+  for (const char* stem : {"fio", "ours"}) {
+    for (uint32_t d = 0; d < load_.dirs; ++d) {
+      const std::string path = work_ + "/" + stem + (load_.dirs > 1 ? std::to_string(d) : "");
+      std::filesystem::create_directories(path, ec);
+      if (ec) return Status(TIER_IO_ERROR, "create '" + path + "': " + ec.message());
+    }
+  }
   const uint64_t bytes = shape_.logical_bytes();
   ProviderOptions options = {
-      {"dir", work_ + "/ours"},
+      {load_.dirs > 1 ? "dirs" : "dir", DirList("ours", ",")},
       {"capacity_bytes",
        std::to_string((load_.restores + 2 * load_.spills + 1) * bytes + (1ull << 30))}};
   for (const auto& kv : config_.provider_options) options.push_back(kv);
-  std::filesystem::create_directories(work_ + "/ours", ec);
   auto runner =
       ProviderRunner::Open(config_.plugin, "tier-bench-load", options, config_.encryption_key_file);
   if (!runner.ok()) return runner.status();
@@ -188,8 +195,18 @@ Status LoadRun::Prepare() {
   progress_ << "tier-bench load: " << shape_.profile << ", " << bytes << " bytes ("
             << shape_.Describe() << "), " << load_.restores << " restores + " << load_.spills
             << " spills in flight, " << config_.repeats << " rounds, io_path=" << runner_->io_path()
-            << ", kind " << DataKindName(kind_) << std::endl;
+            << ", kind " << DataKindName(kind_) << ", " << load_.dirs << " director"
+            << (load_.dirs == 1 ? "y" : "ies") << std::endl;
   return Status::Ok();
+}
+
+std::string LoadRun::DirList(const std::string& stem, const char* sep) const {
+  if (load_.dirs <= 1) return work_ + "/" + stem;
+  std::string list;
+  for (uint32_t d = 0; d < load_.dirs; ++d) {
+    list += (d == 0 ? "" : sep) + work_ + "/" + stem + std::to_string(d);
+  }
+  return list;
 }
 
 Status LoadRun::Mix(uint32_t restorers, uint32_t spillers, bool record) {
@@ -296,7 +313,7 @@ Status LoadRun::Round(uint32_t round) {
   if (config_.run_fio && fio_note_.empty() && load_.spills > 0 && load_.restores > 0) {
     const uint32_t depth = config_.queue_depth();
     Result<FioMix> mix =
-        RunFioMix(config_, work_ + "/fio", bytes, load_.restores, load_.spills, depth);
+        RunFioMix(config_, DirList("fio", ":"), bytes, load_.restores, load_.spills, depth);
     if (!mix.ok()) return mix.status();
     fio_mix_command_ = mix.value().command;
     fio_mix_read_gbps_.push_back(mix.value().read_bytes_per_second / 1e9);
@@ -305,7 +322,8 @@ Status LoadRun::Round(uint32_t round) {
   if (config_.run_fio && fio_note_.empty()) {
     const uint32_t depth = config_.queue_depth();
     if (load_.restores > 0) {
-      Result<FioMix> read = RunFioMix(config_, work_ + "/fio", bytes, load_.restores, 0, depth);
+      Result<FioMix> read =
+          RunFioMix(config_, DirList("fio", ":"), bytes, load_.restores, 0, depth);
       if (!read.ok()) return read.status();
       fio_read_command_ = read.value().command;
       fio_read_gbps_.push_back(read.value().read_bytes_per_second / 1e9);
@@ -355,7 +373,8 @@ Status LoadRun::Run(std::ostream& out, nlohmann::json* json) {
   auto ratio = [&](const std::optional<double>& v) { return v ? Fmt(*v, 2) + "x" : na; };
   out << "tier-bench load: " << load_.restores << " restores + " << load_.spills
       << " spills in flight, " << shape_.logical_bytes() << " bytes each, " << config_.repeats
-      << " rounds, io_path=" << runner_->io_path() << ", kind " << DataKindName(kind_) << "\n"
+      << " rounds, io_path=" << runner_->io_path() << ", kind " << DataKindName(kind_) << ", "
+      << load_.dirs << " director" << (load_.dirs == 1 ? "y" : "ies") << "\n"
       << "  restore latency: solo p50 " << Fmt(solo_p50, 1) << " ms; under load p50 "
       << Fmt(loaded_p50, 1) << " ms (x" << Fmt(solo_p50 > 0 ? loaded_p50 / solo_p50 : 0, 2)
       << "), p99 " << Fmt(loaded_p99, 1) << " ms (x"
@@ -378,6 +397,7 @@ Status LoadRun::Run(std::ostream& out, nlohmann::json* json) {
   j["command_line"] = config_.command_line;
   j["restores_in_flight"] = load_.restores;
   j["spills_in_flight"] = load_.spills;
+  j["dirs"] = load_.dirs;
   j["checkpoint_bytes"] = shape_.logical_bytes();
   j["rounds"] = config_.repeats;
   j["io_path"] = runner_->io_path();

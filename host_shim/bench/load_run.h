@@ -18,6 +18,9 @@ namespace tier::bench {
 struct LoadConfig {
   uint32_t restores = 4;  // --concurrent-restores
   uint32_t spills = 2;    // --concurrent-spills
+  // --dirs: the provider over this many directories (dirs=ours0,ours1,...), fio's jobs spread
+  // over as many directories of its own (--directory=fio0:fio1:..., job clones assigned in turn).
+  uint32_t dirs = 1;
 };
 
 // Runs the load mode and prints its figures to `out`; `*json` gets the same figures. The data kind

@@ -102,6 +102,10 @@ int main(int argc, char** argv) {
   auto* spills = app.add_option("--concurrent-spills", load.spills,
                                 "Load mode: M spills in flight while the restores run")
                      ->check(CLI::Range(0u, 64u));
+  app.add_option("--dirs", load.dirs,
+                 "Load mode: the disk provider over N directories under --dir (dirs=), fio's "
+                 "jobs spread over N directories of its own")
+      ->check(CLI::Range(1u, 64u));
   app.add_flag("--keep", config.keep_files, "Leave the files written under --dir");
   app.add_option("--log-level", log_level, "Host log level: debug, info, warn, error")
       ->capture_default_str();

@@ -84,7 +84,8 @@ Result<std::shared_ptr<PluginLibrary>> PluginLibrary::Load(const std::string& pa
                        std::string("not a shared object (") + (why ? why : "no ELF header") + ")");
     }
   }
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: never unmapped (see plugin_loader.h).
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle == nullptr) {
     const char* why = ::dlerror();
     return LoadError(path, std::string("dlopen failed: ") + (why ? why : "unknown error"));

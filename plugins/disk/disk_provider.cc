@@ -122,15 +122,12 @@ Result<std::unique_ptr<DiskProvider>> DiskProvider::Open(const tier_host_service
 
 Status DiskProvider::Start() {
   metrics_ = std::make_unique<DiskMetrics>(host_);
-  const std::string note =
-      "pid=" + std::to_string(::getpid()) + " namespace='" + namespace_id_.substr(0, 128) + "'";
-  Result<DirHandle> dir = OpenTierDir(ops_, options_.dir, options_.allow_foreign_fs, note);
-  if (!dir.ok()) return dir.status();
-  dir_ = dir.take();
+  TIER_RETURN_IF_ERROR(OpenDirectories());
 
   pool_ = std::make_unique<StagingPool>(options_.staging_buffers(), options_.chunk_bytes);
   codec_ = std::make_unique<WorkQueue>("tier-codec", options_.codec_threads);
   TIER_RETURN_IF_ERROR(SelectIoPath());
+  TIER_RETURN_IF_ERROR(CheckDirectPerDirectory());
   if (seams_.wrap_backend) backend_ = seams_.wrap_backend(std::move(backend_));
   if (seams_.probe_read_bytes_per_second > 0) {
     io_path_.probe_read_bytes_per_second = seams_.probe_read_bytes_per_second;
@@ -141,12 +138,63 @@ Status DiskProvider::Start() {
   estimator_ = std::make_unique<RestoreEstimator>(
       io_path_.probe_read_bytes_per_second, ProbeDecompressBytesPerSecond(options_.zstd_level),
       options_.codec_threads);
-  TIER_RETURN_IF_ERROR(ScanDirectory());
+  for (uint32_t d = 0; d < dirs_.size(); ++d) TIER_RETURN_IF_ERROR(ScanDirectory(d));
   runners_ = std::make_unique<WorkQueue>("tier-job", kJobRunners);
 
   metrics_->SetIoPath(io_path_.label);
   PublishUsage();
   LogOpened();
+  return Status::Ok();
+}
+
+Status DiskProvider::OpenDirectories() {
+  const bool several = options_.dirs.size() > 1;
+  const std::string note =
+      "pid=" + std::to_string(::getpid()) + " namespace='" + namespace_id_.substr(0, 128) + "'";
+  std::string skipped;
+  for (const std::string& path : options_.dirs) {
+    struct stat st {};
+    const int exists = ops_->LStatAt(AT_FDCWD, path.c_str(), &st);
+    for (const std::unique_ptr<TierDir>& open : dirs_) {
+      struct stat held {};
+      if (exists == 0 && ops_->FStat(open->handle.dir_fd, &held) == 0 && held.st_dev == st.st_dev &&
+          held.st_ino == st.st_ino) {
+        return Status(TIER_INVALID_ARGUMENT, "disk: option 'dirs': '" + path +
+                                                 "' is the same directory as '" + open->path +
+                                                 "' (one directory per device)");
+      }
+    }
+    Result<DirHandle> handle = OpenTierDir(ops_, path, options_.allow_foreign_fs, note);
+    if (!handle.ok()) {
+      // Refusals (permissions, owner, symlink, foreign filesystem, BUSY) refuse the open as with
+      // one directory; with several, one that fails like a missing device is skipped.
+      const tier_status code = handle.status().code();
+      if (!several || (code != TIER_IO_ERROR && code != TIER_NO_SPACE)) return handle.status();
+      ++dirs_unusable_at_open_;
+      metrics_->DirUnavailable(DirProblem::kUnusable);
+      Log(TIER_LOG_ERROR, "disk: skipping cold-tier directory '" + path +
+                              "': " + handle.status().message() +
+                              "; the checkpoints it holds are misses, the other directories "
+                              "serve theirs");
+      skipped += (skipped.empty() ? "" : "; ") + handle.status().message();
+      continue;
+    }
+    if (several && exists == -ENOENT) {
+      ++dirs_missing_at_open_;
+      metrics_->DirUnavailable(DirProblem::kMissing);
+      Log(TIER_LOG_WARN, "disk: cold-tier directory '" + path +
+                             "' did not exist: created empty (whatever it held before is a "
+                             "miss)");
+    }
+    auto dir = std::make_unique<TierDir>();
+    dir->path = path;
+    dir->handle = handle.take();
+    dirs_.push_back(std::move(dir));
+  }
+  if (dirs_.empty()) {
+    return Status(TIER_IO_ERROR, "disk: none of the " + std::to_string(options_.dirs.size()) +
+                                     " cold-tier directories is usable: " + skipped);
+  }
   return Status::Ok();
 }
 
@@ -160,10 +208,10 @@ void DiskProvider::LogOpened() {
       "files, "
       "quarantined %llu corrupt files and %llu not written by this server, left %llu of another "
       "namespace alone",
-      options_.dir.c_str(), dir_.fs_name.c_str(), io_path_.label, options_.queue_depth,
-      static_cast<unsigned long long>(options_.staging_bytes >> 20), options_.chunk_bytes >> 10,
-      CompressionName(options_.compression), DurabilityName(options_.durability),
-      static_cast<unsigned long long>(options_.capacity_bytes),
+      options_.dir.c_str(), dirs_.front()->handle.fs_name.c_str(), io_path_.label,
+      options_.queue_depth, static_cast<unsigned long long>(options_.staging_bytes >> 20),
+      options_.chunk_bytes >> 10, CompressionName(options_.compression),
+      DurabilityName(options_.durability), static_cast<unsigned long long>(options_.capacity_bytes),
       io_path_.probe_read_bytes_per_second / 1e9, codec_capacity_.parallel_cores,
       static_cast<unsigned long long>(index_.entries()),
       static_cast<unsigned long long>(index_.used_bytes()),
@@ -172,6 +220,17 @@ void DiskProvider::LogOpened() {
       static_cast<unsigned long long>(not_owned_at_open_),
       static_cast<unsigned long long>(foreign_at_open_));
   Log(TIER_LOG_INFO, line);
+  if (options_.dirs.size() > 1) {
+    std::string list;
+    for (const std::unique_ptr<TierDir>& d : dirs_) {
+      list += (list.empty() ? "'" : ", '") + d->path + "' (" + d->handle.fs_name +
+              (d->direct || !io_path_.direct ? "" : ", buffered") + ")";
+    }
+    Log(TIER_LOG_INFO, "disk: " + std::to_string(dirs_.size()) + " of " +
+                           std::to_string(options_.dirs.size()) + " directories in use: " + list +
+                           "; " + std::to_string(duplicates_at_open_) +
+                           " older duplicate checkpoints removed");
+  }
   if (index_.used_bytes() > index_.capacity_bytes()) {
     Log(TIER_LOG_WARN, "disk: checkpoints found at open use " +
                            std::to_string(index_.used_bytes()) + " bytes, more than the capacity " +
@@ -198,7 +257,7 @@ void DiskProvider::Close() {
   if (codec_) codec_->Shutdown();
   if (backend_) backend_->Shutdown();
   backend_.reset();
-  CloseDir(ops_, &dir_);
+  for (const std::unique_ptr<TierDir>& dir : dirs_) CloseDir(ops_, &dir->handle);
 }
 
 uint64_t DiskProvider::NowNs() const {
@@ -224,8 +283,8 @@ std::string DiskProvider::TempNameFor(const KeyBytes& key) {
   return namespace_tag_ + "-" + Hex(key) + "." + std::to_string(temp_seq_.fetch_add(1)) + ".tmp";
 }
 
-int DiskProvider::OpenFlags() const {
-  return io_path_.direct ? O_DIRECT : 0;
+int DiskProvider::OpenFlags(const TierDir& dir) const {
+  return io_path_.direct && dir.direct ? O_DIRECT : 0;
 }
 
 void DiskProvider::PublishUsage() {
@@ -300,6 +359,7 @@ Status DiskProvider::Remove(const tier_key* key) {
   const KeyBytes k = ToKey(key);
   Status status;
   std::shared_ptr<Entry> entry;
+  TierDir* dir = nullptr;
   {
     std::lock_guard lock(mu_);
     entry = index_.Find(k);
@@ -310,7 +370,8 @@ Status DiskProvider::Remove(const tier_key* key) {
       // budget is released when it unpins. This remove pins it too, until the unlink is durable:
       // a spill taking the bytes earlier could leave the directory over capacity after a power
       // loss brings the unlinked file back.
-      const int rc = ops_->UnlinkAt(dir_.dir_fd, entry->file_name.c_str(), 0);
+      dir = &DirOf(entry->dir);
+      const int rc = ops_->UnlinkAt(dir->handle.dir_fd, entry->file_name.c_str(), 0);
       if (rc < 0 && rc != -ENOENT) {
         status = ErrnoStatus(-rc, "remove: unlink '" + entry->file_name + "'");
       } else {
@@ -323,8 +384,8 @@ Status DiskProvider::Remove(const tier_key* key) {
   // The unlink has happened either way; a failed directory sync is logged, not returned, since
   // the checkpoint is gone from the index and a resurrected file is whole and verified at open.
   if (status.ok() && options_.durability == Durability::kFdatasync) {
-    if (const int rc = ops_->FSyncDir(dir_.dir_fd); rc < 0) {
-      Log(TIER_LOG_WARN, "disk: remove: fsync directory '" + options_.dir +
+    if (const int rc = ops_->FSyncDir(dir->handle.dir_fd); rc < 0) {
+      Log(TIER_LOG_WARN, "disk: remove: fsync directory '" + dir->path +
                              "': " + Status::ErrnoText(-rc) +
                              " (the removed checkpoint may reappear after a "
                              "power loss)");
@@ -336,7 +397,7 @@ Status DiskProvider::Remove(const tier_key* key) {
   }
   metrics_->Remove(status.code());
   if (status.ok()) {
-    filesystem_full_.store(false);  // space came back: the next spill finds out for itself
+    dir->filesystem_full.store(false);  // space came back: the next spill finds out for itself
     PublishUsage();
   }
   return status;
@@ -508,24 +569,25 @@ void DiskProvider::Complete(Job* job, const JobOutcome& outcome) {
   if (--running_jobs_ == 0) jobs_cv_.notify_all();
 }
 
-int DiskProvider::MoveToQuarantine(const std::string& file_name, std::string* target) {
+int DiskProvider::MoveToQuarantine(const TierDir& dir, const std::string& file_name,
+                                   std::string* target) {
   *target = std::string(kQuarantineDirName) + "/" + file_name + "." +
             std::to_string(static_cast<unsigned long long>(::time(nullptr))) + "." +
             std::to_string(quarantine_seq_.fetch_add(1));
-  return ops_->RenameNoReplace(dir_.dir_fd, file_name.c_str(), target->c_str());
+  return ops_->RenameNoReplace(dir.handle.dir_fd, file_name.c_str(), target->c_str());
 }
 
-void DiskProvider::QuarantineCorrupt(const std::string& file_name, const std::string& why,
-                                     DataLossWhere where) {
+void DiskProvider::QuarantineCorrupt(const TierDir& dir, const std::string& file_name,
+                                     const std::string& why, DataLossWhere where) {
   std::string target;
-  const int rc = MoveToQuarantine(file_name, &target);
+  const int rc = MoveToQuarantine(dir, file_name, &target);
   if (rc == 0) {
-    Log(TIER_LOG_ERROR, "disk: checkpoint '" + options_.dir + "/" + file_name + "' is corrupt (" +
-                            why + "); moved to '" + target + "' and never served");
+    Log(TIER_LOG_ERROR, "disk: checkpoint '" + dir.path + "/" + file_name + "' is corrupt (" + why +
+                            "); moved to '" + target + "' and never served");
   } else {
-    const int unlink_rc = ops_->UnlinkAt(dir_.dir_fd, file_name.c_str(), 0);
-    Log(TIER_LOG_ERROR, "disk: checkpoint '" + options_.dir + "/" + file_name + "' is corrupt (" +
-                            why + "); could not move it aside (" + Status::ErrnoText(-rc) + "), " +
+    const int unlink_rc = ops_->UnlinkAt(dir.handle.dir_fd, file_name.c_str(), 0);
+    Log(TIER_LOG_ERROR, "disk: checkpoint '" + dir.path + "/" + file_name + "' is corrupt (" + why +
+                            "); could not move it aside (" + Status::ErrnoText(-rc) + "), " +
                             (unlink_rc == 0 ? "deleted it"
                                             : "could not delete it either (" +
                                                   Status::ErrnoText(-unlink_rc) + ")"));
@@ -534,18 +596,18 @@ void DiskProvider::QuarantineCorrupt(const std::string& file_name, const std::st
   metrics_->Quarantined(QuarantineReason::kCorrupt);
 }
 
-void DiskProvider::SetAside(const std::string& file_name, const std::string& what,
-                            QuarantineReason reason) {
+void DiskProvider::SetAside(const TierDir& dir, const std::string& file_name,
+                            const std::string& what, QuarantineReason reason) {
   std::string target;
-  const int rc = MoveToQuarantine(file_name, &target);
-  const std::string where = "'" + options_.dir + "/" + file_name + "'";
+  const int rc = MoveToQuarantine(dir, file_name, &target);
+  const std::string where = "'" + dir.path + "/" + file_name + "'";
   if (rc == 0) {
     Log(TIER_LOG_WARN, "disk: " + where + " " + what + "; moved to '" + target + "'");
   } else {
     // A directory cannot be unlinked; an empty one can be removed.
-    int unlink_rc = ops_->UnlinkAt(dir_.dir_fd, file_name.c_str(), 0);
+    int unlink_rc = ops_->UnlinkAt(dir.handle.dir_fd, file_name.c_str(), 0);
     if (unlink_rc == -EISDIR)
-      unlink_rc = ops_->UnlinkAt(dir_.dir_fd, file_name.c_str(), AT_REMOVEDIR);
+      unlink_rc = ops_->UnlinkAt(dir.handle.dir_fd, file_name.c_str(), AT_REMOVEDIR);
     Log(TIER_LOG_WARN, "disk: " + where + " " + what + "; could not move it aside (" +
                            Status::ErrnoText(-rc) + "), " +
                            (unlink_rc == 0 ? "deleted it"

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <tier/provider/work_queue.h>
 
@@ -43,6 +44,16 @@ struct Seams {
   // > 0: the read rate (bytes per second) the open probe reports, as if the device read that fast
   // (compression=auto's decision and the restore estimate start from it).
   double probe_read_bytes_per_second = 0;
+};
+
+// One cold-tier directory (one per device): its lock and descriptor, and what placement needs.
+// Every checkpoint lives whole in one directory; the directories share the budget and the index.
+struct TierDir {
+  std::string path;
+  DirHandle handle;
+  bool direct = false;  // files here are opened O_DIRECT (the I/O path's choice, and it works here)
+  std::atomic<bool> filesystem_full{false};  // the last spill here failed NO_SPACE
+  std::atomic<uint32_t> spills{0};           // accepted spills placed here, not yet finished
 };
 
 // What the open-time probe chose and measured.
@@ -93,6 +104,11 @@ class DiskProvider {
   uint64_t not_owned_at_open() const { return not_owned_at_open_; }
   uint64_t temps_removed_at_open() const { return temps_removed_at_open_; }
   uint64_t foreign_at_open() const { return foreign_at_open_; }
+  // The directories in use (those usable at open, in the order given) and how many were not.
+  size_t dir_count() const { return dirs_.size(); }
+  const std::string& dir_path(size_t i) const { return dirs_[i]->path; }
+  uint64_t dirs_unusable_at_open() const { return dirs_unusable_at_open_; }
+  uint64_t dirs_missing_at_open() const { return dirs_missing_at_open_; }
   RestoreEstimator& estimator() { return *estimator_; }
 
   // Internal (job.h, spill.cc, restore.cc); public only so those files can name them.
@@ -105,7 +121,15 @@ class DiskProvider {
  private:
   DiskProvider(const tier_host_services* host, std::string namespace_id, DiskOptions options,
                Seams seams);
-  Status Start();         // probe, scan, threads; called by Open
+  Status Start();  // probe, scan, threads; called by Open
+  // dir_guard per directory: opens and locks every directory given. With several, one that
+  // cannot be opened (I/O error, not a directory, ...) is skipped: logged, counted, its checkpoints
+  // misses; a refusal (permissions, owner, symlink, foreign filesystem, another instance's lock)
+  // still refuses the open, naming the directory. Missing directories are created (counted).
+  Status OpenDirectories();
+  Status CheckDistinctDirectories();
+  // After the probe: O_DIRECT per directory (a directory on tmpfs among disks is read buffered).
+  Status CheckDirectPerDirectory();
   Status SelectIoPath();  // probe.cc
   Status RunProbe(IoBackend* backend, bool direct, double* read_bytes_per_second,
                   bool* direct_refused);
@@ -116,16 +140,23 @@ class DiskProvider {
   Status ReadHeader(int fd, Header* header, bool* corrupt);  // restore.cc
 
   // recovery.cc: the open-time scan, one directory entry at a time.
-  Status ScanDirectory();
-  void ScanName(const std::string& name);
-  void RemoveLeftover(const std::string& name);
-  void AdoptCheckpoint(const std::string& name, const KeyBytes& key);
-  void RejectAtOpen(const std::string& name, const Status& status, bool corrupt);
+  Status ScanDirectory(uint32_t dir);
+  void ScanName(uint32_t dir, const std::string& name);
+  void RemoveLeftover(const TierDir& dir, const std::string& name);
+  void AdoptCheckpoint(uint32_t dir, const std::string& name, const KeyBytes& key);
+  void RejectAtOpen(const TierDir& dir, const std::string& name, const Status& status,
+                    bool corrupt);
+  // The same key in two directories (a directory came back after its key was spilled again
+  // elsewhere): the newer copy stays, the older file is removed. Caller holds mu_.
+  bool ResolveDuplicate(uint32_t dir, const std::string& name, const std::shared_ptr<Entry>& entry);
 
   // spill.cc: after a spill failed NO_SPACE on the filesystem, spills are refused at submit while
   // the filesystem has less free space than their worst case (one fstatfs, no file, no job).
   // Returns why a spill of `worst_case_bytes` is refused, or "". Any thread.
-  std::string FilesystemFullRefusal(uint64_t worst_case_bytes);
+  std::string FilesystemFullRefusal(TierDir& dir, uint64_t worst_case_bytes);
+  // Where a spill of `worst_case_bytes` goes: the directory with the fewest spills in flight
+  // among those not known full (ties in turn), or why every directory is refused ("").
+  std::string ChooseDir(uint64_t worst_case_bytes, uint32_t* dir);
 
   // Queues a job already counted in inflight_ops_ to the runners. If it cannot be queued (out
   // of memory) the acceptance is undone: `release` gives back what the job holds (pin or
@@ -152,18 +183,21 @@ class DiskProvider {
   // the check and the rename). A file that cannot be moved is deleted where it can be. Each logs
   // one line and counts the file in tier_cold_quarantined_total{reason}.
   // A checkpoint that failed verification (also counted in tier_cold_data_loss_total{where}).
-  void QuarantineCorrupt(const std::string& file_name, const std::string& why, DataLossWhere where);
+  void QuarantineCorrupt(const TierDir& dir, const std::string& file_name, const std::string& why,
+                         DataLossWhere where);
   // Anything else not to serve or that blocks a name: `what` says what it is and why.
-  void SetAside(const std::string& file_name, const std::string& what, QuarantineReason reason);
-  // Renames `file_name` into quarantine/ under a name of its own; returns 0 or -errno.
-  int MoveToQuarantine(const std::string& file_name, std::string* target);
+  void SetAside(const TierDir& dir, const std::string& file_name, const std::string& what,
+                QuarantineReason reason);
+  // Renames `file_name` into `dir`'s quarantine/ under a name of its own; returns 0 or -errno.
+  int MoveToQuarantine(const TierDir& dir, const std::string& file_name, std::string* target);
   // "" when `st` is a file this server wrote (owned by its uid, mode exactly 0600), else why not.
   static std::string OwnershipProblem(const struct stat& st);
   void PublishUsage();  // metrics gauges; takes mu_
 
   std::string FileNameFor(const KeyBytes& key) const;
   std::string TempNameFor(const KeyBytes& key);
-  int OpenFlags() const;  // O_DIRECT when the probe chose it
+  int OpenFlags(const TierDir& dir) const;  // O_DIRECT when the probe chose it and it works there
+  TierDir& DirOf(uint32_t dir) const { return *dirs_[dir]; }
   uint64_t NowNs() const;
   void Log(tier_log_level level, const std::string& message) const;
 
@@ -173,7 +207,7 @@ class DiskProvider {
   const DiskOptions options_;
   Seams seams_;
   FileOps* ops_ = nullptr;
-  DirHandle dir_;
+  std::vector<std::unique_ptr<TierDir>> dirs_;  // usable at open; dirs_[0] holds the probe
   IoPathInfo io_path_;
   std::unique_ptr<StagingPool> pool_;
   std::unique_ptr<IoBackend> backend_;
@@ -195,12 +229,15 @@ class DiskProvider {
   uint64_t running_jobs_ = 0;  // accepted, callback not yet returned (guarded by jobs_mu_)
   std::atomic<uint64_t> temp_seq_{0};
   std::atomic<uint64_t> quarantine_seq_{0};
-  std::atomic<bool> filesystem_full_{false};  // the last spill failed NO_SPACE on the filesystem
+  std::atomic<uint32_t> next_dir_{0};  // where placement's ties start, in turn
 
   uint64_t quarantined_at_open_ = 0;
   uint64_t not_owned_at_open_ = 0;
   uint64_t temps_removed_at_open_ = 0;
   uint64_t foreign_at_open_ = 0;
+  uint64_t dirs_unusable_at_open_ = 0;
+  uint64_t dirs_missing_at_open_ = 0;
+  uint64_t duplicates_at_open_ = 0;
 };
 
 // Lowercase hex of `bytes`.

@@ -29,6 +29,7 @@ struct KeyHash {
 struct Entry {
   KeyBytes key{};
   std::string file_name;
+  uint32_t dir = 0;  // which of the provider's directories holds the file
   uint64_t logical_bytes = 0;
   uint64_t stored_bytes = 0;                // the file's length: header, padding and chunks
   uint64_t zstd_logical_bytes = 0;          // logical bytes held in zstd chunks (estimate)

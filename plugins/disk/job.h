@@ -22,6 +22,7 @@ struct DiskProvider::Job {
   void* user_data = nullptr;
   uint64_t accepted_ns = 0;
   uint64_t worst_case_bytes = 0;  // spill: the budget reserved at acceptance
+  uint32_t dir = 0;               // spill: the directory chosen at acceptance (restore: entry's)
   std::shared_ptr<Entry> entry;   // restore: pinned until completion
   int fd = -1;                    // restore: opened at acceptance, so a remove cannot break it
 };

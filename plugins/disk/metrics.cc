@@ -34,6 +34,14 @@ DiskMetrics::DiskMetrics(const tier_host_services* host)
       CounterSeries(kCodecDecisionsMetric,
                     "Cold-tier segments spilled, by why they got their codec (compressed or raw)",
                     "decision", decisions);
+  dirs_unavailable_ =
+      CounterSeries(kDirsUnavailableMetric,
+                    "Cold-tier directories missing at open (created empty) or unusable (skipped)",
+                    "why", {"missing", "unusable"});
+}
+
+void DiskMetrics::DirUnavailable(DirProblem problem) {
+  Add(dirs_unavailable_[static_cast<size_t>(problem)], 1);
 }
 
 void DiskMetrics::CodecDecided(CodecDecision decision) {

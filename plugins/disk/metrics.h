@@ -14,6 +14,11 @@ namespace tier::disk {
 using provider::DataLossWhere;
 
 inline constexpr const char* kCodecDecisionsMetric = TIER_METRIC_COLD_CODEC_DECISIONS;
+// counter {provider, why=missing|unusable}: directories of the dirs= list that were missing at
+// open (created empty: whatever they held is a miss) or could not be used (skipped, their
+// checkpoints misses until a restart finds them usable).
+inline constexpr const char* kDirsUnavailableMetric = "tier_cold_dirs_unavailable_total";
+enum class DirProblem { kMissing = 0, kUnusable = 1 };
 
 // Why a file was moved into quarantine/ (or removed where it could not be moved): it failed
 // verification; something that is not the checkpoint stood under a checkpoint's name and blocked
@@ -32,10 +37,12 @@ class DiskMetrics : public provider::ColdMetrics {
   // counter {provider, decision}: segments spilled, by why they got their codec
   // (tier_cold_codec_decisions_total; CodecDecisionName spells the values).
   void CodecDecided(CodecDecision decision);
+  void DirUnavailable(DirProblem problem);
 
  private:
   std::vector<tier_metric*> quarantined_;
   std::vector<tier_metric*> codec_decisions_;
+  std::vector<tier_metric*> dirs_unavailable_;
 };
 
 }  // namespace tier::disk

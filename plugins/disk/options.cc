@@ -3,6 +3,7 @@
 // then checks what spans options (required keys, staging against chunk size).
 #include "options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string_view>
@@ -15,7 +16,7 @@ namespace {
 // What the rows fill in, plus what the cross-option checks need to know.
 struct Parsed {
   DiskOptions options;
-  bool have_dir = false;
+  bool have_dir = false;  // dir or dirs
   bool have_capacity = false;
 };
 
@@ -87,17 +88,81 @@ constexpr Named<Durability> kDurabilityNames[] = {{"none", Durability::kNone},
                                                   {"fdatasync", Durability::kFdatasync}};
 constexpr Named<bool> kFlagNames[] = {{"0", false}, {"1", true}};
 
+// dir and dirs set the same list: whichever comes second is refused.
+Status ClaimDirs(const OptionRow& row, Parsed* out) {
+  if (out->have_dir) {
+    return Status(TIER_INVALID_ARGUMENT, "disk: option '" + std::string(row.key) +
+                                             "': give one of dir and dirs, not both");
+  }
+  out->have_dir = true;
+  return Status::Ok();
+}
+
+// One path of dir or dirs: non-empty, shorter than 4000 bytes, no NUL.
+Status CheckPath(const OptionRow& row, std::string_view path) {
+  if (path.size() > 4000 || path.find('\0') != std::string_view::npos) {
+    return Bad(row, path.substr(0, 64));
+  }
+  return Status::Ok();
+}
+
+// The path without repeated or trailing slashes: two spellings of one path are one directory (a
+// duplicate is refused here; other aliases, such as a symlinked parent, at open by device/inode).
+std::string NormalizedPath(std::string_view path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '/' && !out.empty() && out.back() == '/') continue;
+    out.push_back(c);
+  }
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
 Status ParseDir(const OptionRow& row, std::string_view value, Parsed* out) {
+  TIER_RETURN_IF_ERROR(ClaimDirs(row, out));
   if (value.empty()) {
     return Status(TIER_INVALID_ARGUMENT,
                   "disk: option 'dir' is empty: the cold tier is off (give a directory on a "
                   "local Linux filesystem to enable it)");
   }
-  if (value.size() > 4000 || value.find('\0') != std::string_view::npos) {
-    return Bad(row, value.substr(0, 64));
+  TIER_RETURN_IF_ERROR(CheckPath(row, value));
+  out->options.dirs = {std::string(value)};
+  return Status::Ok();
+}
+
+// "A,B,C": one directory per device, in the order given; no empty element, no path twice.
+Status ParseDirs(const OptionRow& row, std::string_view value, Parsed* out) {
+  TIER_RETURN_IF_ERROR(ClaimDirs(row, out));
+  if (value.empty()) {
+    return Status(TIER_INVALID_ARGUMENT,
+                  "disk: option 'dirs' is empty: the cold tier is off (give comma-separated "
+                  "directories, one per device)");
   }
-  out->options.dir = std::string(value);
-  out->have_dir = true;
+  std::vector<std::string> dirs;
+  std::set<std::string, std::less<>> seen;
+  size_t at = 0;
+  while (at <= value.size()) {
+    const size_t comma = std::min(value.find(',', at), value.size());
+    const std::string_view path = value.substr(at, comma - at);
+    const std::string position = "directory " + std::to_string(dirs.size() + 1);
+    if (path.empty()) {
+      return Status(TIER_INVALID_ARGUMENT, "disk: option 'dirs': " + position +
+                                               " is empty (a stray comma in '" +
+                                               std::string(value.substr(0, 256)) + "'?)");
+    }
+    TIER_RETURN_IF_ERROR(CheckPath(row, path));
+    if (!seen.insert(NormalizedPath(path)).second) {
+      return Status(TIER_INVALID_ARGUMENT, "disk: option 'dirs': '" + std::string(path) +
+                                               "' is given twice (one directory per device)");
+    }
+    if (dirs.size() == kMaxDirs) {
+      return Status(TIER_INVALID_ARGUMENT,
+                    "disk: option 'dirs': more than " + std::to_string(kMaxDirs) + " directories");
+    }
+    dirs.emplace_back(path);
+    at = comma + 1;
+  }
+  out->options.dirs = std::move(dirs);
   return Status::Ok();
 }
 
@@ -132,6 +197,7 @@ Status ParseCapacityGib(const OptionRow& row, std::string_view value, Parsed* ou
 // The options, in the order the README lists them.
 const OptionRow kRows[] = {
     {"dir", "a directory path shorter than 4000 bytes", ParseDir},
+    {"dirs", "comma-separated directory paths, each shorter than 4000 bytes", ParseDirs},
     {"capacity_bytes", "a decimal byte count in [1, 2^63)", ParseCapacityBytes},
     {"capacity_gib", "a positive decimal number of GiB (e.g. 64 or 0.5)", ParseCapacityGib},
     {"compression", "one of off, zstd, auto",
@@ -200,7 +266,7 @@ Status UnknownOption(std::string_view key) {
 Status CheckAcrossOptions(const Parsed& parsed) {
   if (!parsed.have_dir) {
     return Status(TIER_INVALID_ARGUMENT,
-                  "disk: option 'dir' is required (the cold-tier directory)");
+                  "disk: option 'dir' (or 'dirs') is required (the cold-tier directory)");
   }
   if (!parsed.have_capacity) {
     return Status(TIER_INVALID_ARGUMENT,
@@ -255,6 +321,7 @@ Result<DiskOptions> ParseOptions(std::span<const tier_option> options) {
     TIER_RETURN_IF_ERROR(row->parse(*row, option.value, &parsed));
   }
   TIER_RETURN_IF_ERROR(CheckAcrossOptions(parsed));
+  parsed.options.dir = parsed.options.dirs.front();
   return parsed.options;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "errno_status.h"
 #include "tier_provider.h"
@@ -16,7 +17,10 @@ enum class DirectIoMode { kAuto, kOn, kOff };
 enum class Durability { kNone, kFdatasync };
 
 struct DiskOptions {
-  std::string dir;              // required, non-empty
+  // The cold-tier directories, one per device: `dir=PATH` gives one, `dirs=A,B,...` several (at
+  // most kMaxDirs). Every checkpoint lives whole in one of them.
+  std::vector<std::string> dirs;
+  std::string dir;              // dirs[0], for messages that name the tier by one path
   uint64_t capacity_bytes = 0;  // required (capacity_bytes or capacity_gib)
   CompressionMode compression = CompressionMode::kAuto;
   int zstd_level = 1;  // [-7, 19]
@@ -31,6 +35,8 @@ struct DiskOptions {
 
   uint32_t staging_buffers() const { return static_cast<uint32_t>(staging_bytes / chunk_bytes); }
 };
+
+inline constexpr size_t kMaxDirs = 64;
 
 // Parses `options`. Unknown keys, duplicates, malformed values and missing required keys give
 // TIER_INVALID_ARGUMENT with a message naming the option. Pure; any thread.

@@ -61,9 +61,10 @@ Status DiskProvider::RunProbe(IoBackend* backend, bool direct, double* read_byte
                               bool* direct_refused) {
   *direct_refused = false;
   const std::string name = ".probe-" + std::to_string(::getpid()) + ".tmp";
-  ops_->UnlinkAt(dir_.dir_fd, name.c_str(), 0);
+  const int dir_fd = dirs_.front()->handle.dir_fd;  // the probe runs in the first directory
+  ops_->UnlinkAt(dir_fd, name.c_str(), 0);
   const int fd = ops_->OpenAt(
-      dir_.dir_fd, name.c_str(),
+      dir_fd, name.c_str(),
       O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | (direct ? O_DIRECT : 0), 0600);
   if (fd < 0) {
     *direct_refused = direct && fd == -EINVAL;
@@ -106,8 +107,37 @@ Status DiskProvider::RunProbe(IoBackend* backend, bool direct, double* read_byte
   }
   for (char* b : buffers) pool_->Release(b);
   ops_->Close(fd);
-  ops_->UnlinkAt(dir_.dir_fd, name.c_str(), 0);
+  ops_->UnlinkAt(dir_fd, name.c_str(), 0);
   return status;
+}
+
+// The probe ran in the first directory. Another directory on a filesystem without O_DIRECT
+// (tmpfs among disks) is read and written buffered: the same aligned I/Os, through the page cache.
+Status DiskProvider::CheckDirectPerDirectory() {
+  for (size_t i = 0; i < dirs_.size(); ++i) {
+    TierDir& dir = *dirs_[i];
+    dir.direct = io_path_.direct;
+    if (!io_path_.direct || i == 0) continue;
+    const std::string name = ".probe-" + std::to_string(::getpid()) + ".tmp";
+    const int dir_fd = dir.handle.dir_fd;
+    ops_->UnlinkAt(dir_fd, name.c_str(), 0);
+    const int fd = ops_->OpenAt(
+        dir_fd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_DIRECT, 0600);
+    if (fd >= 0) {
+      ops_->Close(fd);
+      ops_->UnlinkAt(dir_fd, name.c_str(), 0);
+    } else if (fd == -EINVAL) {
+      if (options_.direct_io == DirectIoMode::kOn) {
+        return Status(TIER_UNSUPPORTED,
+                      "disk: option 'direct_io=on' but O_DIRECT does not work in '" + dir.path +
+                          "' (" + dir.handle.fs_name + ")");
+      }
+      dir.direct = false;
+      Log(TIER_LOG_WARN, "disk: O_DIRECT does not work in '" + dir.path + "' (" +
+                             dir.handle.fs_name + "): its files are read and written buffered");
+    }
+  }
+  return Status::Ok();
 }
 
 void DiskProvider::UseIoPath(std::unique_ptr<IoBackend> backend, bool direct,
@@ -140,8 +170,8 @@ void DiskProvider::UseUnprobedPathOnFullFilesystem(const std::string& failures) 
   io_path_.label =
       io_path_.io_uring ? TIER_IO_PATH_IO_URING_BUFFERED : TIER_IO_PATH_THREADS_BUFFERED;
   io_path_.probe_read_bytes_per_second = 0.5e9;  // a guess until restores measure it
-  filesystem_full_.store(true);
-  Log(TIER_LOG_WARN, "disk: the filesystem of '" + options_.dir + "' is full (" + failures +
+  dirs_.front()->filesystem_full.store(true);
+  Log(TIER_LOG_WARN, "disk: the filesystem of '" + dirs_.front()->path + "' is full (" + failures +
                          "); using " + io_path_.label +
                          " without a probe; spills answer no_space until space is freed");
 }

@@ -54,18 +54,18 @@ Status CheckAgainstFile(const Header& header, const KeyBytes& key, const struct 
 
 }  // namespace
 
-Status DiskProvider::ScanDirectory() {
+Status DiskProvider::ScanDirectory(uint32_t dir) {
   std::vector<std::string> names;
-  if (const int rc = ops_->ListDir(dir_.dir_fd, &names); rc < 0) {
-    return ErrnoStatus(-rc, "list '" + options_.dir + "'");
+  if (const int rc = ops_->ListDir(DirOf(dir).handle.dir_fd, &names); rc < 0) {
+    return ErrnoStatus(-rc, "list '" + DirOf(dir).path + "'");
   }
-  for (const std::string& name : names) ScanName(name);
+  for (const std::string& name : names) ScanName(dir, name);
   return Status::Ok();
 }
 
-void DiskProvider::ScanName(const std::string& name) {
+void DiskProvider::ScanName(uint32_t dir, const std::string& name) {
   if (name == kLockFileName || name == kQuarantineDirName) return;
-  if (EndsWith(name, ".tmp")) return RemoveLeftover(name);
+  if (EndsWith(name, ".tmp")) return RemoveLeftover(DirOf(dir), name);
   if (!IsCheckpointName(name)) {
     Log(TIER_LOG_DEBUG, "disk: ignoring '" + name + "' (not a checkpoint file)");
     return;
@@ -79,38 +79,57 @@ void DiskProvider::ScanName(const std::string& name) {
     Log(TIER_LOG_WARN, "disk: ignoring '" + name + "' (malformed key in the name)");
     return;
   }
-  AdoptCheckpoint(name, key);
+  AdoptCheckpoint(dir, name, key);
 }
 
-void DiskProvider::RemoveLeftover(const std::string& name) {
+void DiskProvider::RemoveLeftover(const TierDir& dir, const std::string& name) {
   // We hold the directory lock: no live writer owns it. A leftover of a crash or kill.
-  const int rc = ops_->UnlinkAt(dir_.dir_fd, name.c_str(), 0);
+  const int rc = ops_->UnlinkAt(dir.handle.dir_fd, name.c_str(), 0);
   if (rc == 0) {
     ++temps_removed_at_open_;
-    Log(TIER_LOG_INFO,
-        "disk: removed unfinished temporary file '" + options_.dir + "/" + name + "'");
+    Log(TIER_LOG_INFO, "disk: removed unfinished temporary file '" + dir.path + "/" + name + "'");
   } else {
-    Log(TIER_LOG_WARN, "disk: could not remove temporary file '" + options_.dir + "/" + name +
+    Log(TIER_LOG_WARN, "disk: could not remove temporary file '" + dir.path + "/" + name +
                            "': " + Status::ErrnoText(-rc));
   }
 }
 
-void DiskProvider::RejectAtOpen(const std::string& name, const Status& status, bool corrupt) {
+void DiskProvider::RejectAtOpen(const TierDir& dir, const std::string& name, const Status& status,
+                                bool corrupt) {
   if (!corrupt) {  // a newer format, an I/O error: left alone, not served
-    Log(TIER_LOG_WARN,
-        "disk: not serving '" + options_.dir + "/" + name + "': " + status.message());
+    Log(TIER_LOG_WARN, "disk: not serving '" + dir.path + "/" + name + "': " + status.message());
     return;
   }
   std::lock_guard lock(mu_);
-  QuarantineCorrupt(name, status.message(), DataLossWhere::kOpen);
+  QuarantineCorrupt(dir, name, status.message(), DataLossWhere::kOpen);
   ++quarantined_at_open_;
 }
 
-void DiskProvider::AdoptCheckpoint(const std::string& name, const KeyBytes& key) {
-  const int fd = OpenRegularFile(ops_, dir_.dir_fd, name.c_str(),
-                                 O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags());
+bool DiskProvider::ResolveDuplicate(uint32_t dir, const std::string& name,
+                                    const std::shared_ptr<Entry>& entry) {
+  const std::shared_ptr<Entry> other = index_.Find(entry->key);
+  if (!other) return true;
+  const bool keep_new = entry->created_unix_ns > other->created_unix_ns;
+  const TierDir& loser_dir = DirOf(keep_new ? other->dir : dir);
+  const std::string& loser = keep_new ? other->file_name : name;
+  const int rc = ops_->UnlinkAt(loser_dir.handle.dir_fd, loser.c_str(), 0);
+  ++duplicates_at_open_;
+  Log(TIER_LOG_WARN,
+      "disk: checkpoint '" + loser + "' is in '" + DirOf(other->dir).path + "' and in '" +
+          DirOf(dir).path + "'; keeping the newer copy, " +
+          (rc == 0 ? "removed" : "could not remove (" + Status::ErrnoText(-rc) + ")") +
+          " the older one in '" + loser_dir.path + "'");
+  if (keep_new) index_.Detach(entry->key);
+  return keep_new;
+}
+
+void DiskProvider::AdoptCheckpoint(uint32_t dir_index, const std::string& name,
+                                   const KeyBytes& key) {
+  const TierDir& dir = DirOf(dir_index);
+  const int fd = OpenRegularFile(ops_, dir.handle.dir_fd, name.c_str(),
+                                 O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags(dir));
   if (fd < 0) {
-    Log(TIER_LOG_WARN, "disk: not serving '" + options_.dir + "/" + name +
+    Log(TIER_LOG_WARN, "disk: not serving '" + dir.path + "/" + name +
                            "': open: " + Status::ErrnoText(-fd) +
                            (fd == -ELOOP    ? " (a symbolic link)"
                             : fd == -EINVAL ? " (not a regular file)"
@@ -121,13 +140,13 @@ void DiskProvider::AdoptCheckpoint(const std::string& name, const KeyBytes& key)
   struct stat st {};
   if (const int rc = ops_->FStat(fd, &st); rc < 0) {
     Log(TIER_LOG_WARN,
-        "disk: not serving '" + options_.dir + "/" + name + "': fstat: " + Status::ErrnoText(-rc));
+        "disk: not serving '" + dir.path + "/" + name + "': fstat: " + Status::ErrnoText(-rc));
     return;
   }
   if (const std::string why = OwnershipProblem(st); !why.empty()) {
     close_file.RunNow();
     std::lock_guard lock(mu_);
-    SetAside(name, why + " (not written by this server), never served",
+    SetAside(dir, name, why + " (not written by this server), never served",
              QuarantineReason::kNotOwned);
     ++not_owned_at_open_;
     return;
@@ -144,10 +163,11 @@ void DiskProvider::AdoptCheckpoint(const std::string& name, const KeyBytes& key)
     status = CheckAgainstFile(header, key, st);
     corrupt = !status.ok();
   }
-  if (!status.ok()) return RejectAtOpen(name, status, corrupt);
+  if (!status.ok()) return RejectAtOpen(dir, name, status, corrupt);
   std::shared_ptr<Entry> entry = MakeEntry(header, name, ModificationUnixNs(st));
+  entry->dir = dir_index;
   std::lock_guard lock(mu_);
-  index_.Insert(std::move(entry));
+  if (ResolveDuplicate(dir_index, name, entry)) index_.Insert(std::move(entry));
 }
 
 }  // namespace tier::disk

@@ -200,13 +200,14 @@ Status DiskProvider::Restore(const tier_key* key, const tier_segment* segments,
 Status DiskProvider::OpenForRestore(
     Job* job, std::shared_ptr<Entry> entry,
     const std::function<Status(tier_status, const std::string&)>& refuse) {
-  const int fd = OpenRegularFile(ops_, dir_.dir_fd, entry->file_name.c_str(),
-                                 O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags());
+  const TierDir& dir = DirOf(entry->dir);
+  const int fd = OpenRegularFile(ops_, dir.handle.dir_fd, entry->file_name.c_str(),
+                                 O_RDONLY | O_NOFOLLOW | O_CLOEXEC | OpenFlags(dir));
   if (fd == -ENOENT) {
     // Deleted behind our back: it can never be served again.
     index_.Detach(job->key);
     index_.MarkCorrupt(job->key);
-    Log(TIER_LOG_ERROR, "disk: checkpoint file '" + options_.dir + "/" + entry->file_name +
+    Log(TIER_LOG_ERROR, "disk: checkpoint file '" + dir.path + "/" + entry->file_name +
                             "' vanished (deleted outside the provider); dropped from the index");
     metrics_->DataLoss(DataLossWhere::kRestore);
     return refuse(TIER_DATA_LOSS,
@@ -264,8 +265,8 @@ Status DiskProvider::RestoreRun::Verify() {
   not_owned_why_ = OwnershipProblem(st);
   if (!not_owned_why_.empty()) {
     reason_ = QuarantineReason::kNotOwned;
-    return Status(TIER_DATA_LOSS, "disk: restore: '" + p_.options_.dir + "/" + entry_.file_name +
-                                      "' " + not_owned_why_ +
+    return Status(TIER_DATA_LOSS, "disk: restore: '" + p_.DirOf(entry_.dir).path + "/" +
+                                      entry_.file_name + "' " + not_owned_why_ +
                                       " (not written by this server), never served");
   }
   bool corrupt = false;
@@ -380,13 +381,14 @@ void DiskProvider::DropDamaged(const Job& job, const std::shared_ptr<Entry>& ent
   if (still_indexed) index_.Detach(job.key);
   if (run.reason() == QuarantineReason::kNotOwned) {
     if (still_indexed) {
-      SetAside(entry->file_name,
+      SetAside(DirOf(entry->dir), entry->file_name,
                run.not_owned_why() + " (not written by this server), never served",
                QuarantineReason::kNotOwned);
     }
     outcome->logged = still_indexed;
   } else if (still_indexed) {
-    QuarantineCorrupt(entry->file_name, outcome->status.message(), DataLossWhere::kRestore);
+    QuarantineCorrupt(DirOf(entry->dir), entry->file_name, outcome->status.message(),
+                      DataLossWhere::kRestore);
   } else {
     metrics_->DataLoss(DataLossWhere::kRestore);  // already removed: nothing to move aside
   }

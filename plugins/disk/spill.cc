@@ -161,7 +161,11 @@ std::string DescribeStuckName(FileOps* ops, int dir_fd, const std::string& name)
 class DiskProvider::SpillRun {
  public:
   SpillRun(DiskProvider& p, Job& job)
-      : p_(p), job_(job), temp_name_(p.TempNameFor(job.key)), final_name_(p.FileNameFor(job.key)) {}
+      : p_(p),
+        job_(job),
+        dir_(p.DirOf(job.dir)),
+        temp_name_(p.TempNameFor(job.key)),
+        final_name_(p.FileNameFor(job.key)) {}
   ~SpillRun();
   SpillRun(const SpillRun&) = delete;
   SpillRun& operator=(const SpillRun&) = delete;
@@ -179,7 +183,9 @@ class DiskProvider::SpillRun {
   }
   // After Run: the index entry of the published checkpoint (may throw std::bad_alloc).
   std::shared_ptr<Entry> MakeIndexEntry() const {
-    return MakeEntry(header_, final_name_, last_used_unix_ns_);
+    std::shared_ptr<Entry> entry = MakeEntry(header_, final_name_, last_used_unix_ns_);
+    entry->dir = job_.dir;
+    return entry;
   }
   // The entry is in the index: the published file stays.
   void KeepPublished() { keep_published_ = true; }
@@ -198,10 +204,11 @@ class DiskProvider::SpillRun {
   Status SyncAndClose();
   Status Publish();
   Status RenameIntoPlace();  // caller holds mu_
-  std::string Path(const std::string& name) const { return p_.options_.dir + "/" + name; }
+  std::string Path(const std::string& name) const { return dir_.path + "/" + name; }
 
   DiskProvider& p_;
   Job& job_;
+  TierDir& dir_;  // where this checkpoint goes, whole
   Header header_;
   const std::string temp_name_;
   const std::string final_name_;
@@ -217,14 +224,14 @@ DiskProvider::SpillRun::~SpillRun() {
   try {
     if (fd_ >= 0) p_.ops_->Close(fd_);
     if (temp_exists_) {
-      if (const int rc = p_.ops_->UnlinkAt(p_.dir_.dir_fd, temp_name_.c_str(), 0); rc < 0) {
+      if (const int rc = p_.ops_->UnlinkAt(dir_.handle.dir_fd, temp_name_.c_str(), 0); rc < 0) {
         p_.Log(TIER_LOG_WARN, "disk: could not remove temporary '" + Path(temp_name_) +
                                   "': " + Status::ErrnoText(-rc) + " (removed at next open)");
       }
     }
     if (published_ && !keep_published_) {
       std::lock_guard lock(p_.mu_);
-      if (const int rc = p_.ops_->UnlinkAt(p_.dir_.dir_fd, final_name_.c_str(), 0); rc < 0) {
+      if (const int rc = p_.ops_->UnlinkAt(dir_.handle.dir_fd, final_name_.c_str(), 0); rc < 0) {
         p_.Log(TIER_LOG_ERROR, "disk: could not remove unsynced '" + final_name_ + "': " +
                                    Status::ErrnoText(-rc) + " (it is verified again at next open)");
       }
@@ -270,9 +277,9 @@ void DiskProvider::SpillRun::PlanLayout() {
 }
 
 Status DiskProvider::SpillRun::CreateTemp() {
-  const int fd =
-      p_.ops_->OpenAt(p_.dir_.dir_fd, temp_name_.c_str(),
-                      O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | p_.OpenFlags(), 0600);
+  const int fd = p_.ops_->OpenAt(
+      dir_.handle.dir_fd, temp_name_.c_str(),
+      O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | p_.OpenFlags(dir_), 0600);
   if (fd < 0) return ErrnoStatus(-fd, "spill: create '" + Path(temp_name_) + "'");
   fd_ = fd;
   temp_exists_ = true;
@@ -410,8 +417,8 @@ Status DiskProvider::SpillRun::Publish() {
     TIER_RETURN_IF_ERROR(RenameIntoPlace());
   }
   if (p_.options_.durability == Durability::kFdatasync) {
-    if (const int rc = p_.ops_->FSyncDir(p_.dir_.dir_fd); rc < 0) {
-      return ErrnoStatus(-rc, "spill: fsync directory '" + p_.options_.dir + "'");
+    if (const int rc = p_.ops_->FSyncDir(dir_.handle.dir_fd); rc < 0) {
+      return ErrnoStatus(-rc, "spill: fsync directory '" + dir_.path + "'");
     }
   }
   return Status::Ok();
@@ -422,10 +429,10 @@ Status DiskProvider::SpillRun::Publish() {
 // make every spill of the key fail forever; it is moved aside (counted, logged) and the rename
 // tried once more.
 Status DiskProvider::SpillRun::RenameIntoPlace() {
-  const int dir_fd = p_.dir_.dir_fd;
+  const int dir_fd = dir_.handle.dir_fd;
   int rc = p_.ops_->RenameNoReplace(dir_fd, temp_name_.c_str(), final_name_.c_str());
   if (rc == -EEXIST) {
-    p_.SetAside(final_name_,
+    p_.SetAside(dir_, final_name_,
                 "was " + DescribeStuckName(p_.ops_, dir_fd, final_name_) +
                     ", not a checkpoint of this tier, and blocked a spill of its key",
                 QuarantineReason::kStuckName);
@@ -466,7 +473,8 @@ Status DiskProvider::Spill(const tier_key* key, const tier_segment* segments,
                                              std::to_string(shape.chunk_count) + " chunks)");
   }
   const uint64_t worst_case_bytes = AlignUp(header_bytes, kBlockBytes) + shape.data_bytes;
-  if (const std::string why = FilesystemFullRefusal(worst_case_bytes); !why.empty()) {
+  uint32_t dir = 0;
+  if (const std::string why = ChooseDir(worst_case_bytes, &dir); !why.empty()) {
     return refuse(TIER_NO_SPACE, why);
   }
   auto job = std::make_unique<Job>();
@@ -476,11 +484,13 @@ Status DiskProvider::Spill(const tier_key* key, const tier_segment* segments,
   job->done = done;
   job->user_data = user_data;
   job->worst_case_bytes = worst_case_bytes;
+  job->dir = dir;
   if (const Status refused = AcceptSpill(*job); !refused.ok()) {
     return refuse(refused.code(), refused.message());
   }
   // Could not queue (out of memory): the acceptance is undone, the callback never runs.
   const bool queued = QueueAccepted(std::move(job), [this](Job& j) {
+    DirOf(j.dir).spills.fetch_sub(1);
     std::lock_guard lock(mu_);
     index_.Unreserve(j.key, j.worst_case_bytes);
   });
@@ -508,21 +518,43 @@ Status DiskProvider::AcceptSpill(const Job& job) {
                                      std::to_string(index_.capacity_bytes()));
   }
   inflight_ops_.fetch_add(1);
+  DirOf(job.dir).spills.fetch_add(1);
   return Status::Ok();
 }
 
-std::string DiskProvider::FilesystemFullRefusal(uint64_t worst_case_bytes) {
-  if (!filesystem_full_.load()) return "";
+std::string DiskProvider::ChooseDir(uint64_t worst_case_bytes, uint32_t* dir) {
+  const uint32_t n = static_cast<uint32_t>(dirs_.size());
+  const uint32_t start = n == 1 ? 0 : next_dir_.fetch_add(1) % n;
+  std::string refusals;
+  bool found = false;
+  uint32_t best_spills = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t d = (start + i) % n;
+    const uint32_t spills = DirOf(d).spills.load();
+    if (found && spills >= best_spills) continue;  // only a less busy directory beats the first
+    if (std::string why = FilesystemFullRefusal(DirOf(d), worst_case_bytes); !why.empty()) {
+      refusals += (refusals.empty() ? "" : "; ") + why;
+      continue;
+    }
+    found = true;
+    best_spills = spills;
+    *dir = d;
+  }
+  return found ? "" : refusals;
+}
+
+std::string DiskProvider::FilesystemFullRefusal(TierDir& dir, uint64_t worst_case_bytes) {
+  if (!dir.filesystem_full.load()) return "";
   struct statfs fs {};
-  if (ops_->FStatFs(dir_.dir_fd, &fs) < 0) return "";  // cannot tell: the spill will find out
+  if (ops_->FStatFs(dir.handle.dir_fd, &fs) < 0) return "";  // cannot tell: the spill will find out
   const uint64_t block_bytes = fs.f_frsize != 0 ? fs.f_frsize : fs.f_bsize;
   // Root may write into the blocks ext4 reserves for it; everyone else only into f_bavail.
   const uint64_t free_bytes = (::geteuid() == 0 ? fs.f_bfree : fs.f_bavail) * block_bytes;
   if (free_bytes >= worst_case_bytes) {
-    filesystem_full_.store(false);
+    dir.filesystem_full.store(false);
     return "";
   }
-  return "the filesystem of '" + options_.dir + "' is full: " + std::to_string(free_bytes) +
+  return "the filesystem of '" + dir.path + "' is full: " + std::to_string(free_bytes) +
          " bytes free, this spill needs up to " + std::to_string(worst_case_bytes) +
          " (refused without writing; the last spill failed no_space)";
 }
@@ -532,6 +564,7 @@ DiskProvider::JobOutcome DiskProvider::RunSpill(Job* job) {
     std::lock_guard lock(mu_);
     index_.Unreserve(job->key, job->worst_case_bytes);
   });
+  ScopeGuard placed([&] { DirOf(job->dir).spills.fetch_sub(1); });
   SpillRun run(*this, *job);
   const Status status = run.Run();
   std::shared_ptr<Entry> entry = status.ok() ? run.MakeIndexEntry() : nullptr;
@@ -544,7 +577,7 @@ DiskProvider::JobOutcome DiskProvider::RunSpill(Job* job) {
       run.KeepPublished();
     }
   }
-  filesystem_full_.store(status.code() == TIER_NO_SPACE);
+  DirOf(job->dir).filesystem_full.store(status.code() == TIER_NO_SPACE);
   PublishUsage();
   if (!status.ok()) return JobOutcome{status};
   return JobOutcome{Status::Ok(), run.logical_bytes(), run.stored_bytes()};

@@ -8,6 +8,7 @@
 
 #include "job.h"
 #include "rados_provider.h"
+#include "tier/provider/restore_plan.h"
 
 namespace tier::rados {
 
@@ -497,38 +498,25 @@ Status RadosProvider::PlanRestore(const tier_key* key, uint64_t predicted_prefil
   if (key == nullptr || out == nullptr) {
     return Status::InvalidArgument("rados: plan_restore: NULL key or out");
   }
-  tier_decision decision = TIER_DECISION_SKIP_TO_ROOT;
-  tier_reason reason = TIER_REASON_MISS;
-  uint64_t estimate_ns = 0, stored_bytes = 0;
+  provider::RestorePlan plan;  // skip to the root: a miss
   Result<FetchedHeader> fetched = ReadHeader(ToKey(key), Deadline());
   if (fetched.ok() && !CheckNamespace(*fetched->header).ok()) {
     fetched = Status::NotFound("rados: another namespace");
   }
   if (fetched.ok()) {
     CacheHeader(fetched->header);
-    stored_bytes = fetched->header->stored_bytes;
-    estimate_ns = EstimateRestoreNs(stored_bytes);
-    if (inflight_ops_.load() >= kMaxInflightOps) {
-      reason = TIER_REASON_BUSY;
-    } else if (estimate_ns < predicted_prefill_ns) {
-      decision = TIER_DECISION_RESTORE;
-      reason = TIER_REASON_CHEAPER;
-    } else {
-      reason = TIER_REASON_COST;
-    }
+    const uint64_t stored_bytes = fetched->header->stored_bytes;
+    plan = provider::PlanStored(stored_bytes, EstimateRestoreNs(stored_bytes), predicted_prefill_ns,
+                                inflight_ops_.load() >= kMaxInflightOps);
   } else if (fetched.status().code() == TIER_DATA_LOSS) {
-    reason = TIER_REASON_CORRUPT;
+    plan = provider::PlanSkip(TIER_REASON_CORRUPT);
   } else if (fetched.status().code() != TIER_NOT_FOUND) {
     // The cluster did not answer in time: the tier cannot serve it now.
-    reason = TIER_REASON_BUSY;
+    plan = provider::PlanSkip(TIER_REASON_BUSY);
     Log(TIER_LOG_WARN, "rados: plan_restore: " + fetched.status().message());
   }
-  if (TIER_HAS_FIELD(out, tier_plan, decision)) out->decision = decision;
-  if (TIER_HAS_FIELD(out, tier_plan, reason)) out->reason = reason;
-  if (TIER_HAS_FIELD(out, tier_plan, reserved)) out->reserved = 0;
-  if (TIER_HAS_FIELD(out, tier_plan, estimated_restore_ns)) out->estimated_restore_ns = estimate_ns;
-  if (TIER_HAS_FIELD(out, tier_plan, stored_bytes)) out->stored_bytes = stored_bytes;
-  metrics_->Decision(decision, reason);
+  provider::WritePlan(plan, out);
+  metrics_->Decision(plan.decision, plan.reason);
   return Status::Ok();
 }
 

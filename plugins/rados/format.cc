@@ -6,25 +6,15 @@
 #include <set>
 #include <utility>
 
+#include "tier/provider/little_endian.h"
+
 namespace tier::rados {
 namespace {
 
-void Put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void Put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t Get32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-uint64_t Get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
+using provider::Get32;
+using provider::Get64;
+using provider::Put32;
+using provider::Put64;
 
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';

@@ -10,43 +10,13 @@
 #include <vector>
 
 #include "rados_provider.h"
+#include "tier/provider/chunk_window.h"
 
 namespace tier::rados {
 
-// Counts a job's chunk operations not yet finished and keeps the first error. The runner waits on
-// it; workers and librados callbacks only signal it (End is the last touch of the window).
-struct RadosProvider::ChunkWindow {
-  std::mutex mu;
-  std::condition_variable cv;
-  uint32_t outstanding = 0;
-  Status first_error;
-  std::atomic<bool> failed{false};
-
-  void Begin(uint32_t n) {
-    std::lock_guard lock(mu);
-    outstanding += n;
-  }
-  void Fail(Status status) {
-    std::lock_guard lock(mu);
-    if (first_error.ok()) first_error = std::move(status);
-    failed.store(true);
-  }
-  void End() {
-    std::lock_guard lock(mu);
-    --outstanding;
-    cv.notify_all();
-  }
-  // Waits up to `timeout_ns` for every operation to finish; true when none is left.
-  bool WaitIdleFor(uint64_t timeout_ns) {
-    std::unique_lock lock(mu);
-    return cv.wait_for(lock, std::chrono::nanoseconds(timeout_ns),
-                       [&] { return outstanding == 0; });
-  }
-  Status error() {
-    std::lock_guard lock(mu);
-    return first_error;
-  }
-};
+// Counts a job's chunk operations not yet finished and keeps the first error (plugins/kit). The
+// runner waits on it; workers and librados callbacks only signal it (End is the last touch).
+struct RadosProvider::ChunkWindow : provider::ChunkWindow {};
 
 // Where one chunk of a checkpoint comes from (spill) or goes to (restore).
 struct ChunkPlace {

@@ -133,6 +133,31 @@ TEST_F(TierBenchSmoke, LoadModeReportsItsFigures) {
   EXPECT_EQ(j["mix_read_gbps"].size(), 1u);
 }
 
+// --dirs 2: the disk provider over two directories (dirs=), its checkpoints in both.
+TEST_F(TierBenchSmoke, LoadModeOverTwoDirectoriesUsesBoth) {
+  const std::string out = dir_ + "/load2.json";
+  const BenchRun run =
+      RunBench("--tier-plugin " + std::string(TIER_DISK_PLUGIN) + " --dir " + dir_ +
+               " --size-mib 4 --repeats 1 --kinds random --concurrent-restores 2 "
+               "--concurrent-spills 1 --dirs 2 --keep --fio /nonexistent/fio --json " +
+               out);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(ReadJson(out)["load"]["dirs"], 2);
+  size_t dirs_with_checkpoints = 0;
+  for (const auto& work : std::filesystem::directory_iterator(dir_)) {
+    for (const char* sub : {"ours0", "ours1"}) {
+      std::error_code ec;
+      for (const auto& f : std::filesystem::directory_iterator(work.path() / sub, ec)) {
+        if (f.path().extension() == ".ckpt") {
+          ++dirs_with_checkpoints;
+          break;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(dirs_with_checkpoints, 2u) << run.output;
+}
+
 TEST_F(TierBenchSmoke, EncryptedRestoresAreByteExactAndTheFilesHoldCiphertext) {
   // --encryption-key-file: ours seals every spill and opens every restore as an encrypted Host
   // does; the restores stay byte-exact. A key file others can read is refused, naming it.

@@ -188,10 +188,12 @@ void AbiConformance::SetUp() {
   // gave up on (a stuck operation, a close that returned early) and must still find their code.
   ::dlopen(target.path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   for (std::string option : target.options) {
-    const size_t at = option.find("{tmpdir}");
-    if (at != std::string::npos) {
+    // Every "{tmpdir}" (dirs=A,B names it twice), the same directory each time.
+    for (size_t at = option.find("{tmpdir}"); at != std::string::npos;
+         at = option.find("{tmpdir}", at)) {
       if (!tmpdir_) tmpdir_ = std::make_unique<test::ScopedTempDir>("tier-conformance");
       option.replace(at, 8, tmpdir_->path());
+      at += tmpdir_->path().size();
     }
     options_.push_back(option);
   }

@@ -56,10 +56,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tier/provider/adapter.h"
+#include "tier/provider/restore_plan.h"
 #include "tier/status.h"
 #include "tier_validate.h"
 
@@ -249,14 +252,6 @@ void Complete(tier_done_fn done, void* user_data, const Status& status, uint64_t
   done(user_data, &c);
 }
 
-tier_status Report(const Status& status, tier_error* error) {
-  if (error != nullptr) {
-    error->status = status.code();
-    std::snprintf(error->message, sizeof(error->message), "%s", status.message().c_str());
-  }
-  return status.code();
-}
-
 class Instance {
  public:
   Instance(std::string ns, std::string dir, uint64_t capacity_bytes, int op_delay_ms, bool shared)
@@ -310,8 +305,30 @@ class Instance {
   bool persistent() const { return !dir_.empty(); }
   bool shared() const { return shared_; }
 
-  Status Spill(const tier_key& key, const tier_segment* segments, uint32_t count, tier_done_fn done,
-               void* user_data) {
+  // The ABI operations as plugins/kit's ProviderAdapter calls them (defined below the class):
+  // arguments exactly as the host passed them, the instance never NULL. Open hands out a raw
+  // pointer and CloseInstance ends it: the OPEN_REUSES_INSTANCE and CLOSE_RETURNS_EARLY defects
+  // decide themselves what an instance's life is.
+  static Result<Instance*> Open(const tier_host_services* host, const char* namespace_id,
+                                std::span<const tier_option> options);
+  static void CloseInstance(Instance* self);
+  Status Info(tier_info* out);
+  Status Stats(tier_stats* out);
+  Status Stat(const tier_key* key, tier_stat_result* out, tier_segment_info* segments,
+              uint32_t capacity);
+  Status Spill(const tier_key* key, const tier_segment* segments, uint32_t count, tier_done_fn done,
+               void* user_data);
+  Status Restore(const tier_key* key, const tier_segment* segments, uint32_t count,
+                 tier_done_fn done, void* user_data);
+  Status Remove(const tier_key* key);
+  Status Enumerate(tier_enumerate_fn fn, void* user_data);
+  Status PlanRestore(const tier_key* key, uint64_t prefill_ns, tier_plan* out);
+#ifdef TIER_PROVIDER_V1_1_SIZE
+  Status Probe(const tier_key* keys, uint32_t key_count, uint8_t* found);
+#endif
+
+  Status AcceptSpill(const tier_key& key, const tier_segment* segments, uint32_t count,
+                     tier_done_fn done, void* user_data) {
     auto entry = std::make_shared<Stored>();
     entry->key = key;
     uint64_t offset = 0;
@@ -373,8 +390,8 @@ class Instance {
     return Status::Ok();
   }
 
-  Status Restore(const tier_key& key, const tier_segment* segments, uint32_t count,
-                 tier_done_fn done, void* user_data) {
+  Status AcceptRestore(const tier_key& key, const tier_segment* segments, uint32_t count,
+                       tier_done_fn done, void* user_data) {
     std::lock_guard lock(mu_);
     auto it = index_.find(KeyOf(key));
     if (it == index_.end() || !it->second->complete) {
@@ -401,7 +418,7 @@ class Instance {
     return Status::Ok();
   }
 
-  Status Remove(const tier_key& key) {
+  Status RemoveKey(const tier_key& key) {
     std::lock_guard lock(mu_);
     auto it = index_.find(KeyOf(key));
     if (it == index_.end() || !it->second->complete) {
@@ -416,7 +433,7 @@ class Instance {
   }
 
   // found[i] for each key (probe): complete entries only.
-  void Probe(const tier_key* keys, uint32_t count, uint8_t* found) {
+  void ProbeKeys(const tier_key* keys, uint32_t count, uint8_t* found) {
     std::lock_guard lock(mu_);
 #if defined(REFERENCE_DEFECT_PROBE_HASH_HEAD_ONLY)
     // The defect: a hash table over the first 8 key bytes whose lookup compares the chain's head.
@@ -465,7 +482,7 @@ class Instance {
 #endif
   }
 
-  void Stats(tier_stats* out) {
+  void FillStats(tier_stats* out) {
     std::lock_guard lock(mu_);
     uint64_t entries = 0;
     for (const auto& entry : index_) {
@@ -743,10 +760,6 @@ class Instance {
   std::vector<std::thread> workers_;
 };
 
-Instance* Self(tier_instance* instance) {
-  return reinterpret_cast<Instance*>(instance);
-}
-
 #if defined(REFERENCE_DEFECT_OPEN_REUSES_INSTANCE)
 std::map<std::string, std::pair<Instance*, int>> g_open_instances;  // guarded by g_shared_mutex
 #endif
@@ -763,38 +776,28 @@ bool ParseNumber(const char* text, uint64_t* out) {
   return end != text && *end == '\0' && errno == 0 && text[0] != '-';
 }
 
-tier_status Open(const tier_host_services* host, const char* namespace_id,
-                 const tier_option* options, uint32_t option_count, tier_instance** instance_out,
-                 tier_error* error) {
-  (void)host;
-  if (instance_out == nullptr || namespace_id == nullptr ||
-      (option_count > 0 && options == nullptr)) {
-    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) +
-                                          ": open needs a namespace and an out pointer"),
-                  error);
-  }
+Result<Instance*> Instance::Open(const tier_host_services* /*host*/, const char* namespace_id,
+                                 std::span<const tier_option> options) {
   std::string dir;
   uint64_t capacity_bytes = 256ull << 20, delay_ms = 20, shared = 0;
-  for (uint32_t i = 0; i < option_count; ++i) {
-    const std::string key = options[i].key != nullptr ? options[i].key : "";
-    const char* value = options[i].value != nullptr ? options[i].value : "";
+  for (const tier_option& option : options) {
+    const std::string key = option.key != nullptr ? option.key : "";
+    const char* value = option.value != nullptr ? option.value : "";
     const bool ok = key == "dir"              ? (dir = value, !dir.empty())
                     : key == "capacity_bytes" ? ParseNumber(value, &capacity_bytes)
                     : key == "op_delay_ms"    ? ParseNumber(value, &delay_ms) && delay_ms <= 10000
                     : key == "shared"         ? ParseNumber(value, &shared) && shared <= 1
                                               : false;
     if (!ok) {
-      return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) + ": option '" + key +
-                                            "' with value '" + value +
-                                            "' is not known or malformed (known: dir, "
-                                            "capacity_bytes, op_delay_ms <= 10000, shared=0|1)"),
-                    error);
+      return Status::InvalidArgument(std::string(REFERENCE_NAME) + ": option '" + key +
+                                     "' with value '" + value +
+                                     "' is not known or malformed (known: dir, "
+                                     "capacity_bytes, op_delay_ms <= 10000, shared=0|1)");
     }
   }
   if (shared != 0 && !dir.empty()) {
-    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) +
-                                          ": option 'shared' works without 'dir' only"),
-                  error);
+    return Status::InvalidArgument(std::string(REFERENCE_NAME) +
+                                   ": option 'shared' works without 'dir' only");
   }
 #if defined(REFERENCE_DEFECT_OPEN_REUSES_INSTANCE)
   {  // the defect: the instance already open over this dir is handed out again, any namespace
@@ -802,36 +805,28 @@ tier_status Open(const tier_host_services* host, const char* namespace_id,
     auto it = g_open_instances.find(dir);
     if (it != g_open_instances.end()) {
       ++it->second.second;
-      *instance_out = reinterpret_cast<tier_instance*>(it->second.first);
-      return TIER_OK;
+      return it->second.first;
     }
   }
 #endif
-  try {
-    auto self = std::make_unique<Instance>(namespace_id, dir, capacity_bytes,
-                                           static_cast<int>(delay_ms), shared != 0);
-    const Status started = self->Start();
-    if (!started.ok()) return Report(started, error);
+  auto self = std::make_unique<Instance>(namespace_id, dir, capacity_bytes,
+                                         static_cast<int>(delay_ms), shared != 0);
+  TIER_RETURN_IF_ERROR(self->Start());
 #if defined(REFERENCE_DEFECT_OPEN_REUSES_INSTANCE)
-    {
-      std::lock_guard lock(g_shared_mutex);
-      g_open_instances[dir] = {self.get(), 1};
-    }
-#endif
-    *instance_out = reinterpret_cast<tier_instance*>(self.release());
-    return TIER_OK;
-  } catch (...) {
-    return Report(Status::Internal(std::string(REFERENCE_NAME) + ": out of memory"), error);
+  {
+    std::lock_guard lock(g_shared_mutex);
+    g_open_instances[dir] = {self.get(), 1};
   }
+#endif
+  return self.release();
 }
 
-void Close(tier_instance* instance) {
-  if (instance == nullptr) return;
+void Instance::CloseInstance(Instance* self) {
 #if defined(REFERENCE_DEFECT_OPEN_REUSES_INSTANCE)
   {
     std::lock_guard lock(g_shared_mutex);
     for (auto it = g_open_instances.begin(); it != g_open_instances.end(); ++it) {
-      if (it->second.first != Self(instance)) continue;
+      if (it->second.first != self) continue;
       if (--it->second.second > 0) return;
       g_open_instances.erase(it);
       break;
@@ -839,19 +834,18 @@ void Close(tier_instance* instance) {
   }
 #endif
 #if defined(REFERENCE_DEFECT_CLOSE_RETURNS_EARLY)
-  Self(instance)->Abandon();  // the defect: never waits for (nor frees after) its workers
+  self->Abandon();  // the defect: never waits for (nor frees after) its workers
 #else
-  delete Self(instance);
+  delete self;
 #endif
 }
 
-tier_status Info(tier_instance* instance, tier_info* out, tier_error* error) {
-  if (instance == nullptr || out == nullptr) return Report(NullInstance(), error);
+Status Instance::Info(tier_info* out) {
+  if (out == nullptr) return NullInstance();
   if (TIER_HAS_FIELD(out, tier_info, capabilities)) {
-    out->capabilities =
-        TIER_CAP_CHECKSUMS | (Self(instance)->persistent() ? uint32_t{TIER_CAP_PERSISTENT} : 0u);
+    out->capabilities = TIER_CAP_CHECKSUMS | (persistent() ? uint32_t{TIER_CAP_PERSISTENT} : 0u);
 #ifdef TIER_PROVIDER_V1_1_SIZE
-    if (Self(instance)->shared()) out->capabilities |= TIER_CAP_SHARED;
+    if (shared()) out->capabilities |= TIER_CAP_SHARED;
 #endif
   }
   if (TIER_HAS_FIELD(out, tier_info, name)) out->name = REFERENCE_NAME;
@@ -860,24 +854,22 @@ tier_status Info(tier_instance* instance, tier_info* out, tier_error* error) {
   if (TIER_HAS_FIELD(out, tier_info, buffer_alignment)) out->buffer_alignment = 1;
   if (TIER_HAS_FIELD(out, tier_info, max_inflight_ops)) out->max_inflight_ops = kMaxInflightOps;
   if (TIER_HAS_FIELD(out, tier_info, reserved)) out->reserved = 0;
-  return TIER_OK;
+  return Status::Ok();
 }
 
-tier_status StatsFn(tier_instance* instance, tier_stats* out, tier_error* error) {
-  if (instance == nullptr || out == nullptr) return Report(NullInstance(), error);
-  Self(instance)->Stats(out);
-  return TIER_OK;
+Status Instance::Stats(tier_stats* out) {
+  if (out == nullptr) return NullInstance();
+  FillStats(out);
+  return Status::Ok();
 }
 
-tier_status StatFn(tier_instance* instance, const tier_key* key, tier_stat_result* out,
-                   tier_segment_info* segments, uint32_t capacity, tier_error* error) {
-  if (instance == nullptr || key == nullptr || out == nullptr ||
-      (capacity > 0 && segments == nullptr)) {
-    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) + ": stat needs key and out"),
-                  error);
+Status Instance::Stat(const tier_key* key, tier_stat_result* out, tier_segment_info* segments,
+                      uint32_t capacity) {
+  if (key == nullptr || out == nullptr || (capacity > 0 && segments == nullptr)) {
+    return Status::InvalidArgument(std::string(REFERENCE_NAME) + ": stat needs key and out");
   }
-  const std::shared_ptr<Stored> e = Self(instance)->Find(*key);
-  if (!e) return Report(Status::NotFound(std::string(REFERENCE_NAME) + ": not stored"), error);
+  const std::shared_ptr<Stored> e = Find(*key);
+  if (!e) return Status::NotFound(std::string(REFERENCE_NAME) + ": not stored");
   if (TIER_HAS_FIELD(out, tier_stat_result, segment_count)) {
     out->segment_count = static_cast<uint32_t>(e->infos.size());
   }
@@ -888,54 +880,45 @@ tier_status StatFn(tier_instance* instance, const tier_key* key, tier_stat_resul
   if (TIER_HAS_FIELD(out, tier_stat_result, stored_bytes)) out->stored_bytes = e->stored_bytes;
 #endif
 #if defined(REFERENCE_DEFECT_LAST_USED_MOVED_BY_STAT)
-  Self(instance)->Touch(e);  // the defect: a stat is not a use
+  Touch(e);  // the defect: a stat is not a use
 #endif
   if (TIER_HAS_FIELD(out, tier_stat_result, estimated_restore_ns)) {
     out->estimated_restore_ns = e->stored_bytes / 2 + 1000;  // ~2 GB/s and a fixed cost
   }
   for (uint32_t i = 0; i < e->infos.size() && i < capacity; ++i) segments[i] = e->infos[i];
-  return TIER_OK;
+  return Status::Ok();
 }
 
-tier_status SpillFn(tier_instance* instance, const tier_key* key, const tier_segment* segments,
-                    uint32_t count, tier_done_fn done, void* user_data, tier_error* error) {
-  if (instance == nullptr || key == nullptr || done == nullptr) {
-    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) +
-                                          ": spill needs instance, key and callback"),
-                  error);
+Status Instance::Spill(const tier_key* key, const tier_segment* segments, uint32_t count,
+                       tier_done_fn done, void* user_data) {
+  if (key == nullptr || done == nullptr) {
+    return Status::InvalidArgument(std::string(REFERENCE_NAME) +
+                                   ": spill needs instance, key and callback");
   }
-  const tier_status valid = tier_validate_segments(REFERENCE_NAME, segments, count, error);
-  if (valid != TIER_OK) return valid;
-  try {
-    return Report(Self(instance)->Spill(*key, segments, count, done, user_data), error);
-  } catch (...) {
-    return Report(Status::Internal(std::string(REFERENCE_NAME) + ": out of memory"), error);
-  }
+  tier_error invalid{};
+  const tier_status valid = tier_validate_segments(REFERENCE_NAME, segments, count, &invalid);
+  if (valid != TIER_OK) return Status(valid, invalid.message);
+  return AcceptSpill(*key, segments, count, done, user_data);
 }
 
-tier_status RestoreFn(tier_instance* instance, const tier_key* key, const tier_segment* segments,
-                      uint32_t count, tier_done_fn done, void* user_data, tier_error* error) {
-  if (instance == nullptr || key == nullptr || done == nullptr) {
-    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) +
-                                          ": restore needs instance, key and callback"),
-                  error);
+Status Instance::Restore(const tier_key* key, const tier_segment* segments, uint32_t count,
+                         tier_done_fn done, void* user_data) {
+  if (key == nullptr || done == nullptr) {
+    return Status::InvalidArgument(std::string(REFERENCE_NAME) +
+                                   ": restore needs instance, key and callback");
   }
-  try {  // the segment table is checked once its count is known to be the stored one
-    return Report(Self(instance)->Restore(*key, segments, count, done, user_data), error);
-  } catch (...) {
-    return Report(Status::Internal(std::string(REFERENCE_NAME) + ": out of memory"), error);
-  }
+  // The segment table is checked once its count is known to be the stored one.
+  return AcceptRestore(*key, segments, count, done, user_data);
 }
 
-tier_status RemoveFn(tier_instance* instance, const tier_key* key, tier_error* error) {
-  if (instance == nullptr || key == nullptr) return Report(NullInstance(), error);
-  return Report(Self(instance)->Remove(*key), error);
+Status Instance::Remove(const tier_key* key) {
+  if (key == nullptr) return NullInstance();
+  return RemoveKey(*key);
 }
 
-tier_status EnumerateFn(tier_instance* instance, tier_enumerate_fn fn, void* user_data,
-                        tier_error* error) {
-  if (instance == nullptr || fn == nullptr) return Report(NullInstance(), error);
-  for (const std::shared_ptr<Stored>& e : Self(instance)->Snapshot()) {
+Status Instance::Enumerate(tier_enumerate_fn fn, void* user_data) {
+  if (fn == nullptr) return NullInstance();
+  for (const std::shared_ptr<Stored>& e : Snapshot()) {
     tier_entry out{};
     out.struct_size = sizeof(out);
     out.segment_count = static_cast<uint32_t>(e->infos.size());
@@ -954,80 +937,41 @@ tier_status EnumerateFn(tier_instance* instance, tier_enumerate_fn fn, void* use
 #endif
     if (fn(user_data, &out) != 0) break;
   }
-  return TIER_OK;
+  return Status::Ok();
 }
 
-tier_status PlanFn(tier_instance* instance, const tier_key* key, uint64_t prefill_ns,
-                   tier_plan* out, tier_error* error) {
-  if (instance == nullptr || key == nullptr || out == nullptr) return Report(NullInstance(), error);
-  const std::shared_ptr<Stored> e = Self(instance)->Find(*key);
-  const uint64_t estimate_ns = e ? e->stored_bytes / 2 + 1000 : 0;
-  const tier_decision decision =
-      e && estimate_ns < prefill_ns ? TIER_DECISION_RESTORE : TIER_DECISION_SKIP_TO_ROOT;
-  const tier_reason reason = !e                         ? TIER_REASON_MISS
-                             : estimate_ns < prefill_ns ? TIER_REASON_CHEAPER
-                                                        : TIER_REASON_COST;
-  if (TIER_HAS_FIELD(out, tier_plan, decision)) out->decision = decision;
-  if (TIER_HAS_FIELD(out, tier_plan, reason)) out->reason = reason;
-  if (TIER_HAS_FIELD(out, tier_plan, reserved)) out->reserved = 0;
-  if (TIER_HAS_FIELD(out, tier_plan, estimated_restore_ns)) out->estimated_restore_ns = estimate_ns;
-  if (TIER_HAS_FIELD(out, tier_plan, stored_bytes)) out->stored_bytes = e ? e->stored_bytes : 0;
-  return TIER_OK;
+Status Instance::PlanRestore(const tier_key* key, uint64_t prefill_ns, tier_plan* out) {
+  if (key == nullptr || out == nullptr) return NullInstance();
+  const std::shared_ptr<Stored> e = Find(*key);
+  // ~2 GB/s and a fixed cost; never busy here: a restore beyond the bound is refused BUSY instead
+  provider::WritePlan(e ? provider::PlanStored(e->stored_bytes, e->stored_bytes / 2 + 1000,
+                                               prefill_ns, /*busy=*/false)
+                        : provider::PlanSkip(TIER_REASON_MISS),
+                      out);
+  return Status::Ok();
 }
 
-#ifdef TIER_PROVIDER_V1_1_SIZE
-tier_status ProbeFn(tier_instance* instance, const tier_key* keys, uint32_t key_count,
-                    uint8_t* found, tier_error* error) {
-  if (instance == nullptr || keys == nullptr || found == nullptr) {
-    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) +
-                                          ": probe needs instance, keys and found"),
-                  error);
+#ifdef TIER_PROVIDER_V1_1_SIZE  // 1.1: probe
+Status Instance::Probe(const tier_key* keys, uint32_t key_count, uint8_t* found) {
+  if (keys == nullptr || found == nullptr) {
+    return Status::InvalidArgument(std::string(REFERENCE_NAME) +
+                                   ": probe needs instance, keys and found");
   }
 #if defined(REFERENCE_DEFECT_PROBE_READS_PAST_KEYS)
   if (key_count == 0) {  // the defect: no upper bound
 #else
   if (key_count == 0 || key_count > TIER_PROBE_MAX_KEYS) {
 #endif
-    return Report(Status::InvalidArgument(std::string(REFERENCE_NAME) + ": probe takes 1 to " +
-                                          std::to_string(TIER_PROBE_MAX_KEYS) + " keys, got " +
-                                          std::to_string(key_count)),
-                  error);
+    return Status::InvalidArgument(std::string(REFERENCE_NAME) + ": probe takes 1 to " +
+                                   std::to_string(TIER_PROBE_MAX_KEYS) + " keys, got " +
+                                   std::to_string(key_count));
   }
-  Self(instance)->Probe(keys, key_count, found);
-  return TIER_OK;
+  ProbeKeys(keys, key_count, found);
+  return Status::Ok();
 }
 #endif
-
-const tier_provider kProvider = {
-    sizeof(tier_provider),
-    TIER_ABI_VERSION_MAJOR,
-    TIER_ABI_VERSION_MINOR,
-    0,
-    REFERENCE_NAME,
-    "1.0.0",
-    Open,
-    Close,
-    Info,
-    StatsFn,
-    StatFn,
-    SpillFn,
-    RestoreFn,
-    RemoveFn,
-    EnumerateFn,
-    PlanFn,
-#ifdef TIER_PROVIDER_V1_1_SIZE
-    ProbeFn,
-#endif
-};
 
 }  // namespace
 }  // namespace tier::reference
 
-extern "C" TIER_EXPORT tier_status tier_provider_entry(uint32_t host_abi_major,
-                                                       uint32_t /*host_abi_minor*/,
-                                                       const tier_host_services* /*host*/,
-                                                       const tier_provider** provider_out) {
-  if (provider_out == nullptr) return TIER_INVALID_ARGUMENT;
-  *provider_out = &tier::reference::kProvider;
-  return host_abi_major == TIER_ABI_VERSION_MAJOR ? TIER_OK : TIER_UNSUPPORTED;
-}
+TIER_PROVIDER_ENTRY(tier::reference::Instance, REFERENCE_NAME, "1.0.0")

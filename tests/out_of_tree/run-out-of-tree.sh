@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Out-of-tree plugin test: install the SDK from the build tree into a scratch prefix, build
-# tests/out_of_tree/plugin against it alone, then load the result into the already-built
+# Out-of-tree plugin test: install the SDK from the build tree into a scratch prefix, build the
+# example provider plugins/examples/memory against it alone, then load the result into the already-built
 # tier-host (no rebuild) and run the installed tier-conformance against it. The plugin asks for the
 # SDK's abi component only and is built with its tier_add_provider().
 # Usage: run-out-of-tree.sh BUILD_DIR SOURCE_DIR
@@ -11,7 +11,7 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/tier-oot-XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 
 cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
-cmake -S "$source/tests/out_of_tree/plugin" -B "$scratch/build" \
+cmake -S "$source/plugins/examples/memory" -B "$scratch/build" \
       -DCMAKE_PREFIX_PATH="$scratch/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$scratch/build" >/dev/null
 plugin="$scratch/build/libtier_memory.so"

@@ -20,15 +20,19 @@
 #include <cstring>
 
 namespace tier::powerloss {
-namespace {
 
-constexpr auto kHoldLimit = std::chrono::seconds(60);  // a stopped request waits at most this
-
-struct Handle {
+// An open file or directory: fuse_file_info::fh points at one (owned by FaultFs::handles_).
+struct FaultFsHandle {
   int fd = -1;
   NodeId node = 0;
   uint64_t epoch = 0;
 };
+
+namespace {
+
+using Handle = FaultFsHandle;
+
+constexpr auto kHoldLimit = std::chrono::seconds(60);  // a stopped request waits at most this
 
 Handle* HandleOf(const fuse_file_info* fi) {
   return fi == nullptr ? nullptr : reinterpret_cast<Handle*>(fi->fh);
@@ -76,6 +80,12 @@ class FaultFs::Ops {
     std::string Backing(const std::string& rel) const { return fs->backing_ + "/" + rel; }
     void Log(Op op) { fs->log_.push_back(std::move(op)); }
     FsImage& live() { return fs->live_; }
+    uint64_t NewHandle(int fd, NodeId node) {
+      auto handle = std::make_unique<Handle>(Handle{fd, node, fs->epoch_});
+      const auto fh = reinterpret_cast<uint64_t>(handle.get());
+      fs->handles_.emplace(fh, std::move(handle));
+      return fh;
+    }
   };
 
   static void* Init(fuse_conn_info* conn, fuse_config* cfg);
@@ -170,7 +180,7 @@ int FaultFs::Ops::Create(const char* path, mode_t mode, fuse_file_info* fi) {
     r.live().nodes[dir].entries[name] = node;
     r.Log(Op::Link(dir, name, node, false, st.st_mode & 07777u));
   }
-  fi->fh = reinterpret_cast<uint64_t>(new Handle{fd, node, r.fs->epoch_});
+  fi->fh = r.NewHandle(fd, node);
   fi->direct_io = 1;
   return 0;
 }
@@ -185,7 +195,7 @@ int FaultFs::Ops::Open(const char* path, fuse_file_info* fi) {
   const int fd = ::open(r.Backing(Rel(path)).c_str(), (fi->flags & ~O_CREAT) | O_CLOEXEC);
   if (fd < 0) return -errno;
   if (truncating) r.Log(Op::SetSize(node, 0));
-  fi->fh = reinterpret_cast<uint64_t>(new Handle{fd, node, r.fs->epoch_});
+  fi->fh = r.NewHandle(fd, node);
   fi->direct_io = 1;
   return 0;
 }
@@ -242,8 +252,11 @@ int FaultFs::Ops::FSync(const char*, int, fuse_file_info* fi) {
 
 int FaultFs::Ops::Release(const char*, fuse_file_info* fi) {
   Handle* h = HandleOf(fi);
-  if (h != nullptr && h->fd >= 0) ::close(h->fd);
-  delete h;
+  if (h == nullptr) return 0;
+  if (h->fd >= 0) ::close(h->fd);
+  auto* fs = static_cast<FaultFs*>(fuse_get_context()->private_data);
+  std::lock_guard lock(fs->mu_);
+  fs->handles_.erase(fi->fh);
   return 0;
 }
 
@@ -255,7 +268,7 @@ int FaultFs::Ops::OpenDir(const char* path, fuse_file_info* fi) {
   if (!r.live().nodes[node].dir) return -ENOTDIR;
   const int fd = ::open(r.Backing(Rel(path)).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return -errno;
-  fi->fh = reinterpret_cast<uint64_t>(new Handle{fd, node, r.fs->epoch_});
+  fi->fh = r.NewHandle(fd, node);
   return 0;
 }
 
@@ -468,6 +481,11 @@ FaultFs::~FaultFs() {
   if (loop_.joinable()) loop_.join();
   fuse_unmount(fuse_);
   fuse_destroy(fuse_);
+  // Handles whose RELEASE never came (the kernel sends it asynchronously; a lazily unmounted
+  // filesystem's may come after the loop stopped): closed here.
+  for (auto& [fh, handle] : handles_) {
+    if (handle->fd >= 0) ::close(handle->fd);
+  }
 }
 
 void FaultFs::ArmCut(uint64_t nth) {

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -29,6 +30,7 @@ struct fuse;
 
 namespace tier::powerloss {
 
+struct FaultFsHandle;
 class FaultFs {
  public:
   // Mounts `mountpoint` (an empty directory) as a view of `backing` (a directory). What `backing`
@@ -100,6 +102,7 @@ class FaultFs {
   size_t cut_at_ = 0;       // log size at the cut
   bool drained_ = false;    // requests are answered EIO
   bool shutting_down_ = false;
+  std::map<uint64_t, std::unique_ptr<FaultFsHandle>> handles_;  // open, by fuse_file_info::fh
 };
 
 }  // namespace tier::powerloss

@@ -10,11 +10,15 @@
 
 namespace tier {
 
-// A loaded provider library. Instances opened from it hold a shared_ptr, so the library is
-// unloaded only after the last instance is closed. Immutable after Load: any thread.
+// A loaded provider library. Instances opened from it hold a shared_ptr; the handle is closed
+// after the last one, but the code stays mapped for the life of the process (RTLD_NODELETE): a
+// provider's threads may outlive its instances (an instance abandoned after a timeout, thread_local
+// destructors run at thread exit), and glibc's dynamic TLS of an unmapped library is left for
+// whatever reads it later (LeakSanitizer's scan at exit crashed on it). Loading the same path again
+// returns the same library state. Immutable after Load: any thread.
 class PluginLibrary {
  public:
-  // Loads `path` with dlopen(RTLD_NOW | RTLD_LOCAL), calls tier_provider_entry with the host's
+  // Loads `path` with dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE), calls tier_provider_entry with the host's
   // version (major 1, minor `host_abi_minor`) and `host`, and validates the table. On failure the
   // Status message is one line naming the path and the cause. `host` must outlive the library.
   static Result<std::shared_ptr<PluginLibrary>> Load(
