@@ -18,9 +18,10 @@ namespace tier {
 // returns the same library state. Immutable after Load: any thread.
 class PluginLibrary {
  public:
-  // Loads `path` with dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE), calls tier_provider_entry with the host's
-  // version (major 1, minor `host_abi_minor`) and `host`, and validates the table. On failure the
-  // Status message is one line naming the path and the cause. `host` must outlive the library.
+  // Loads `path` with dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE), calls tier_provider_entry with
+  // the host's version (major 1, minor `host_abi_minor`) and `host`, and validates the table. On
+  // failure the Status message is one line naming the path and the cause. `host` must outlive the
+  // library.
   static Result<std::shared_ptr<PluginLibrary>> Load(
       const std::string& path, const tier_host_services* host,
       uint32_t host_abi_minor = TIER_ABI_VERSION_MINOR);
