@@ -53,6 +53,7 @@ struct CheckpointEntry {
   tier_key parent_key{};         // the checkpoint it extends (valid when has_parent)
   bool has_parent = false;
   bool shared_prefix = false;  // published as a shared stable prefix (a system head)
+  std::string tenant;  // SealRequest::tenant ("": none, or re-adopted: no manifest names it)
   // Segments in stored order: MAIN_KV layers, SPEC_KV layers, state buffers, MANIFEST, and OTHER
   // (the server's manifest) when the server gave one.
   std::vector<SegmentSpec> segments;

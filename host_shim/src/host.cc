@@ -130,6 +130,10 @@ Status CheckOptions(const HostOptions& o) {
   if (o.max_probe_keys == 0 || o.max_probe_keys > 4096) {
     return Status::InvalidArgument("HostOptions: max_probe_keys must be 1 to 4096");
   }
+  if (!(o.tenant_share >= 0 && o.tenant_share <= 1)) {
+    return Status::InvalidArgument("HostOptions: tenant_share must be 0 (off) to 1, not " +
+                                   std::to_string(o.tenant_share));
+  }
   if (!std::isfinite(o.model_cold_read_bytes_per_second) ||
       o.model_cold_read_bytes_per_second < 0) {
     return Status::InvalidArgument(

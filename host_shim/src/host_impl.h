@@ -239,6 +239,15 @@ class Host::Impl {
   void SpillFailed(CheckpointEntry* entry, const Status& status, bool timed_out);
   // Victims in `placement` that pressure may move, least valuable first.
   std::vector<tier_key> VictimsIn(Placement placement, double below_value = -1) const;
+  struct Victim {
+    bool prefetched;  // fetched for a request about to come: last to go
+    double value;
+    const CheckpointEntry* entry;
+  };
+  // HostOptions::tenant_share: the victims of tenants over their share of `placement` first.
+  void TenantsOverShareFirst(Placement placement, std::vector<Victim>* victims) const;
+  uint64_t BytesIn(const CheckpointEntry& entry, Placement placement) const;  // what it holds there
+  uint64_t BudgetOf(Placement placement) const;                               // the tier's budget
   // The policy's value of `entry` in `placement` (net of bringing it back from there).
   double ValueIn(const CheckpointEntry& entry, Placement placement) const;
   // Bringing `entry` back to a lane from `placement`: 0 from Device, the Host->Device transfer

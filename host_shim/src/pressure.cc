@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "host_impl.h"
 
@@ -48,29 +49,66 @@ double Host::Impl::ValueIn(const CheckpointEntry& entry, Placement placement) co
   return policy_.Value(entry, clock_ns_, RestoreNsFrom(entry, placement));
 }
 
+uint64_t Host::Impl::BytesIn(const CheckpointEntry& entry, Placement placement) const {
+  return placement == kCold ? entry.cold_stored_bytes : entry.logical_bytes;
+}
+
+uint64_t Host::Impl::BudgetOf(Placement placement) const {
+  switch (placement) {
+    case kDevice:
+      return options_.device_capacity_bytes;
+    case kHost:
+      return options_.host_capacity_bytes;
+    default:
+      return cold_capacity_bytes_;
+  }
+}
+
 std::vector<tier_key> Host::Impl::VictimsIn(Placement placement, double below_value) const {
-  struct Victim {
-    bool prefetched;  // fetched for a request about to come: last to go
-    double value;
-    tier_key key;
-  };
   std::vector<Victim> victims;
   for (CheckpointEntry* e : catalog_.Entries()) {
     if (!e->in(placement) || !e->idle()) continue;
     if (placement == kCold && e->remote) continue;  // another server's: gc's to remove
     const double value = ValueIn(*e, placement);
     if (below_value >= 0 && value >= below_value) continue;
-    victims.push_back({e->prefetched && placement == kHost, value, e->key});
+    victims.push_back({e->prefetched && placement == kHost, value, e});
   }
   std::sort(victims.begin(), victims.end(), [](const Victim& a, const Victim& b) {
     if (a.prefetched != b.prefetched) return !a.prefetched;
     if (a.value != b.value) return a.value < b.value;
-    return std::memcmp(a.key.bytes, b.key.bytes, TIER_KEY_BYTES) < 0;
+    return std::memcmp(a.entry->key.bytes, b.entry->key.bytes, TIER_KEY_BYTES) < 0;
   });
+  if (options_.tenant_share > 0) TenantsOverShareFirst(placement, &victims);
   std::vector<tier_key> keys;
   keys.reserve(victims.size());
-  for (const Victim& v : victims) keys.push_back(v.key);
+  for (const Victim& v : victims) keys.push_back(v.entry->key);
   return keys;
+}
+
+void Host::Impl::TenantsOverShareFirst(Placement placement, std::vector<Victim>* victims) const {
+  // What each tenant holds in the tier (busy checkpoints too: they count, they cannot go).
+  std::unordered_map<std::string_view, uint64_t> held_bytes;
+  for (CheckpointEntry* e : catalog_.Entries()) {
+    if (e->in(placement) && !(placement == kCold && e->remote)) {
+      held_bytes[e->tenant] += BytesIn(*e, placement);
+    }
+  }
+  const auto share_bytes =
+      static_cast<uint64_t>(options_.tenant_share * static_cast<double>(BudgetOf(placement)));
+  // One pass in value order: a victim whose tenant is (still) over its share comes first, and
+  // takes its bytes off its tenant; the rest keep their order after them.
+  std::vector<Victim> first, then;
+  for (const Victim& v : *victims) {
+    uint64_t& held = held_bytes[v.entry->tenant];
+    if (!v.prefetched && held > share_bytes) {
+      held -= std::min(held, BytesIn(*v.entry, placement));
+      first.push_back(v);
+    } else {
+      then.push_back(v);
+    }
+  }
+  first.insert(first.end(), then.begin(), then.end());
+  *victims = std::move(first);
 }
 
 void Host::Impl::Rebalance() {

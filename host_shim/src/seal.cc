@@ -94,6 +94,7 @@ std::unique_ptr<CheckpointEntry> Host::Impl::NewEntry(const SealRequest& r, cons
   entry->blocks.assign(r.blocks.begin(), r.blocks.end());
   entry->tokens = r.tokens;
   entry->shared_prefix = r.shared_prefix;
+  entry->tenant.assign(r.tenant.begin(), r.tenant.end());
   entry->page_count = static_cast<uint32_t>(r.pages.size());
   entry->server_manifest.assign(r.server_manifest.begin(), r.server_manifest.end());
   // The checkpoint it extends: the longest published one that is a prefix of it.

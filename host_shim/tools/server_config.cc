@@ -172,19 +172,18 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
              "Agents: sessions start uniformly within this many seconds",
              NumberInRange(0, 86400, "seconds"));
   replay
-      .add_option(
-          "--restore-cost", c.restore_cost,
-          "measured: a cold restore costs its measured wall time (x --bytes-scale), or with "
-          "--restore-probe-mib its logical bytes at the rate of full-size restores; "
-          "model: its logical bytes at --cold-read-gbps, and the restore-or-root decision "
-          "by that model (repeatable; the default of compare-policies)")
+      .add_option("--restore-cost", c.restore_cost,
+                  "measured: a cold restore costs its measured wall time, at --bytes-scale > 1 its "
+                  "logical bytes at the rate of full-size restores (--restore-probe-mib); "
+                  "model: its logical bytes at --cold-read-gbps, and the restore-or-root decision "
+                  "by that model (repeatable; the default of compare-policies)")
       ->check(CLI::IsMember({"measured", "model"}));
   AddChecked(replay, "--restore-probe-mib", c.restore_probe_mib,
              "With --restore-cost measured and --bytes-scale > 1: before the replay, spill "
              "and time a restore of one checkpoint of each of these sizes (MiB, full size) "
              "on a scratch namespace, and charge each cold restore its logical bytes at the "
              "fitted rate (plus the fitted fixed latency) instead of its wall time x the "
-             "bytes scale, e.g. 64,256; 0 (the default) = no probe (wall time x scale)",
+             "bytes scale; 0 = no probe (wall time x scale)",
              WholeInRange(0, 16384, "MiB"))
       ->delimiter(',');
   AddChecked(replay, "--cold-read-gbps", c.cold_read_gbps,

@@ -56,7 +56,7 @@ struct ReplayConfig {
   double cold_read_gbps = 2.4;
   // --restore-probe-mib: with --restore-cost measured at --bytes-scale > 1, the sizes of the
   // full-size restores timed before the replay (restore_probe.h); empty = wall time x scale.
-  std::vector<uint64_t> restore_probe_mib = {0};  // off by default (opt in: 64,256)
+  std::vector<uint64_t> restore_probe_mib = {64, 256};
   std::string report_json;
   bool compare_null = false;
   bool progress = true;

@@ -14,6 +14,7 @@
 #include "codec.h"
 #include "job.h"
 #include "tier/check.h"
+#include "tier/provider/restore_plan.h"
 
 namespace tier::disk {
 
@@ -442,29 +443,14 @@ Status DiskProvider::PlanRestore(const tier_key* key, uint64_t predicted_prefill
     entry = index_.Find(ToKey(key));
     corrupt = !entry && index_.WasCorrupt(ToKey(key));
   }
-  tier_decision decision = TIER_DECISION_SKIP_TO_ROOT;
-  tier_reason reason = TIER_REASON_MISS;
-  uint64_t estimate_ns = 0, stored_bytes = 0;
-  if (!entry) {
-    reason = corrupt ? TIER_REASON_CORRUPT : TIER_REASON_MISS;
-  } else {
-    stored_bytes = entry->stored_bytes;
-    estimate_ns = estimator_->EstimateNs(entry->stored_bytes, entry->zstd_logical_bytes);
-    if (inflight_ops_.load() >= kMaxInflightOps) {
-      reason = TIER_REASON_BUSY;
-    } else if (estimate_ns < predicted_prefill_ns) {
-      decision = TIER_DECISION_RESTORE;
-      reason = TIER_REASON_CHEAPER;
-    } else {
-      reason = TIER_REASON_COST;
-    }
-  }
-  if (TIER_HAS_FIELD(out, tier_plan, decision)) out->decision = decision;
-  if (TIER_HAS_FIELD(out, tier_plan, reason)) out->reason = reason;
-  if (TIER_HAS_FIELD(out, tier_plan, reserved)) out->reserved = 0;
-  if (TIER_HAS_FIELD(out, tier_plan, estimated_restore_ns)) out->estimated_restore_ns = estimate_ns;
-  if (TIER_HAS_FIELD(out, tier_plan, stored_bytes)) out->stored_bytes = stored_bytes;
-  metrics_->Decision(decision, reason);
+  const provider::RestorePlan plan =
+      entry ? provider::PlanStored(
+                  entry->stored_bytes,
+                  estimator_->EstimateNs(entry->stored_bytes, entry->zstd_logical_bytes),
+                  predicted_prefill_ns, inflight_ops_.load() >= kMaxInflightOps)
+            : provider::PlanSkip(corrupt ? TIER_REASON_CORRUPT : TIER_REASON_MISS);
+  provider::WritePlan(plan, out);
+  metrics_->Decision(plan.decision, plan.reason);
   return Status::Ok();
 }
 

@@ -54,6 +54,11 @@ struct TierDir {
   bool direct = false;  // files here are opened O_DIRECT (the I/O path's choice, and it works here)
   std::atomic<bool> filesystem_full{false};  // the last spill here failed NO_SPACE
   std::atomic<uint32_t> spills{0};           // accepted spills placed here, not yet finished
+  // Failing: kFailingAfterIoErrors spills in a row ended IO_ERROR here. Placement then prefers
+  // the other directories until failing_until_ns (steady clock); after it, spills try it again
+  // (one more IO_ERROR sets it aside again, one success clears the count).
+  std::atomic<uint32_t> io_errors_in_a_row{0};
+  std::atomic<int64_t> failing_until_ns{0};
 };
 
 // What the open-time probe chose and measured.
@@ -157,6 +162,11 @@ class DiskProvider {
   // Where a spill of `worst_case_bytes` goes: the directory with the fewest spills in flight
   // among those not known full (ties in turn), or why every directory is refused ("").
   std::string ChooseDir(uint64_t worst_case_bytes, uint32_t* dir);
+  std::string ChooseDirAmong(uint64_t worst_case_bytes, bool failing_too, uint32_t* dir);
+  // After a spill placed in `dir`: counts I/O errors in a row, sets a failing directory aside.
+  void NoteSpillOutcome(TierDir& dir, const Status& status);
+  static constexpr uint32_t kFailingAfterIoErrors = 3;
+  static constexpr int64_t kFailingBackoffNs = 30'000'000'000;
 
   // Queues a job already counted in inflight_ops_ to the runners. If it cannot be queued (out
   // of memory) the acceptance is undone: `release` gives back what the job holds (pin or

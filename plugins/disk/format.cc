@@ -8,32 +8,17 @@
 #include <utility>
 
 #include "tier/check.h"
+#include "tier/provider/little_endian.h"
 
 namespace tier::disk {
 namespace {
 
-void Put16(uint8_t* p, uint16_t v) {
-  for (int i = 0; i < 2; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void Put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void Put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint16_t Get16(const uint8_t* p) {
-  return static_cast<uint16_t>(p[0] | (p[1] << 8));
-}
-uint32_t Get32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint64_t Get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
+using provider::Get16;
+using provider::Get32;
+using provider::Get64;
+using provider::Put16;
+using provider::Put32;
+using provider::Put64;
 
 // Fixed header field offsets (see README.md).
 constexpr size_t kOffMagic = 0;

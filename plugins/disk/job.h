@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "disk_provider.h"
+#include "tier/provider/chunk_window.h"
 
 namespace tier::disk {
 
@@ -35,40 +36,11 @@ struct DiskProvider::JobOutcome {
   bool logged = false;  // the failure has had its log line already (a file set aside)
 };
 
-// Counts a job's chunk operations in flight and keeps the first error. The runner waits on it;
-// I/O and codec threads only signal it (End must be the last touch of the window).
-struct DiskProvider::ChunkWindow {
-  std::mutex mu;
-  std::condition_variable cv;
-  uint32_t outstanding = 0;
-  Status first_error;
-  std::atomic<bool> failed{false};
+// Counts a job's chunk operations in flight and keeps the first error (plugins/kit), and the CPU
+// time its chunks spent decompressing. The runner waits on it; I/O and codec threads only signal
+// it (End must be the last touch of the window).
+struct DiskProvider::ChunkWindow : provider::ChunkWindow {
   std::atomic<uint64_t> decompress_cpu_ns{0};
-
-  void Begin() {
-    std::lock_guard lock(mu);
-    ++outstanding;
-  }
-  void Fail(Status status) {
-    std::lock_guard lock(mu);
-    if (first_error.ok()) first_error = std::move(status);
-    failed.store(true);
-  }
-  // Last touch: the runner may destroy the window as soon as this returns.
-  void End() {
-    std::lock_guard lock(mu);
-    --outstanding;
-    cv.notify_all();
-  }
-  void WaitBelow(uint32_t limit) {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return outstanding < limit; });
-  }
-  void WaitIdle() { WaitBelow(1); }
-  Status error() {
-    std::lock_guard lock(mu);
-    return first_error;
-  }
 };
 
 // Aligned heap buffer for headers (not from the staging pool: a header may exceed one chunk).

@@ -36,8 +36,9 @@ DiskMetrics::DiskMetrics(const tier_host_services* host)
                     "decision", decisions);
   dirs_unavailable_ =
       CounterSeries(kDirsUnavailableMetric,
-                    "Cold-tier directories missing at open (created empty) or unusable (skipped)",
-                    "why", {"missing", "unusable"});
+                    "Cold-tier directories missing at open (created empty), unusable (skipped) "
+                    "or failing (set aside from placement after I/O errors in a row)",
+                    "why", {"missing", "unusable", "failing"});
 }
 
 void DiskMetrics::DirUnavailable(DirProblem problem) {

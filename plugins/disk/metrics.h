@@ -18,7 +18,7 @@ inline constexpr const char* kCodecDecisionsMetric = TIER_METRIC_COLD_CODEC_DECI
 // open (created empty: whatever they held is a miss) or could not be used (skipped, their
 // checkpoints misses until a restart finds them usable).
 inline constexpr const char* kDirsUnavailableMetric = "tier_cold_dirs_unavailable_total";
-enum class DirProblem { kMissing = 0, kUnusable = 1 };
+enum class DirProblem { kMissing = 0, kUnusable = 1, kFailing = 2 };
 
 // Why a file was moved into quarantine/ (or removed where it could not be moved): it failed
 // verification; something that is not the checkpoint stood under a checkpoint's name and blocked

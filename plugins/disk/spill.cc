@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <set>
@@ -522,8 +523,44 @@ Status DiskProvider::AcceptSpill(const Job& job) {
   return Status::Ok();
 }
 
+namespace {
+
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+// A failing directory is placed into only when no healthy one takes the spill (with one
+// directory: always, as before).
 std::string DiskProvider::ChooseDir(uint64_t worst_case_bytes, uint32_t* dir) {
+  if (dirs_.size() > 1 && ChooseDirAmong(worst_case_bytes, false, dir).empty()) return "";
+  return ChooseDirAmong(worst_case_bytes, true, dir);
+}
+
+void DiskProvider::NoteSpillOutcome(TierDir& dir, const Status& status) {
+  if (status.code() != TIER_IO_ERROR) {
+    if (status.ok()) dir.io_errors_in_a_row.store(0);
+    return;
+  }
+  if (dir.io_errors_in_a_row.fetch_add(1) + 1 < kFailingAfterIoErrors || dirs_.size() < 2) return;
+  const int64_t now_ns = SteadyNowNs();
+  const bool was_failing = dir.failing_until_ns.exchange(now_ns + kFailingBackoffNs) > now_ns;
+  if (was_failing) return;
+  metrics_->DirUnavailable(DirProblem::kFailing);
+  Log(TIER_LOG_ERROR,
+      "disk: directory '" + dir.path + "' failed " + std::to_string(kFailingAfterIoErrors) +
+          " spills in a row with I/O errors (last: " + status.message() +
+          "); new spills go to the other directories for " +
+          std::to_string(kFailingBackoffNs / 1'000'000'000) + " s, its checkpoints are still read");
+}
+
+std::string DiskProvider::ChooseDirAmong(uint64_t worst_case_bytes, bool failing_too,
+                                         uint32_t* dir) {
   const uint32_t n = static_cast<uint32_t>(dirs_.size());
+  const int64_t now_ns = failing_too ? 0 : SteadyNowNs();
   const uint32_t start = n == 1 ? 0 : next_dir_.fetch_add(1) % n;
   std::string refusals;
   bool found = false;
@@ -532,6 +569,7 @@ std::string DiskProvider::ChooseDir(uint64_t worst_case_bytes, uint32_t* dir) {
     const uint32_t d = (start + i) % n;
     const uint32_t spills = DirOf(d).spills.load();
     if (found && spills >= best_spills) continue;  // only a less busy directory beats the first
+    if (!failing_too && DirOf(d).failing_until_ns.load() > now_ns) continue;
     if (std::string why = FilesystemFullRefusal(DirOf(d), worst_case_bytes); !why.empty()) {
       refusals += (refusals.empty() ? "" : "; ") + why;
       continue;
@@ -578,6 +616,7 @@ DiskProvider::JobOutcome DiskProvider::RunSpill(Job* job) {
     }
   }
   DirOf(job->dir).filesystem_full.store(status.code() == TIER_NO_SPACE);
+  NoteSpillOutcome(DirOf(job->dir), status);
   PublishUsage();
   if (!status.ok()) return JobOutcome{status};
   return JobOutcome{Status::Ok(), run.logical_bytes(), run.stored_bytes()};

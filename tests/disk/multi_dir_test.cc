@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "disk_test_util.h"
 #include "fake_host.h"
+#include "file_ops.h"
 
 namespace tier::disk::test {
 namespace {
@@ -237,6 +239,110 @@ TEST(DiskDirs, UnusableDirectoryIsSkippedAndCountedTheOthersServe) {
   RestoreTarget target = MakeTarget(cp);
   EXPECT_EQ(RestoreSync(*p, MakeKey(7), target).status, TIER_OK);
   EXPECT_TRUE(target.Equals(cp));
+}
+
+// The real file system, except that once armed, creating a file in one directory (by inode)
+// fails EIO: a device that started failing while the provider runs.
+class FailCreatesInOneDir final : public FileOps {
+ public:
+  void Arm(const std::string& dir) {
+    struct stat st {};
+    ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+    bad_ino_.store(st.st_ino);
+  }
+  int OpenAt(int dirfd, const char* name, int flags, mode_t mode) override {
+    struct stat st {};
+    if ((flags & O_CREAT) != 0 && bad_ino_.load() != 0 && ::fstat(dirfd, &st) == 0 &&
+        st.st_ino == bad_ino_.load()) {
+      return -EIO;
+    }
+    return real_.OpenAt(dirfd, name, flags, mode);
+  }
+  int Close(int fd) override { return real_.Close(fd); }
+  int64_t PRead(int fd, void* buf, uint64_t n, uint64_t off) override {
+    return real_.PRead(fd, buf, n, off);
+  }
+  int64_t PWrite(int fd, const void* buf, uint64_t n, uint64_t off) override {
+    return real_.PWrite(fd, buf, n, off);
+  }
+  int FDataSync(int fd) override { return real_.FDataSync(fd); }
+  int FSyncDir(int dirfd) override { return real_.FSyncDir(dirfd); }
+  int RenameNoReplace(int dirfd, const char* from, const char* to) override {
+    return real_.RenameNoReplace(dirfd, from, to);
+  }
+  int UnlinkAt(int dirfd, const char* name, int flags) override {
+    return real_.UnlinkAt(dirfd, name, flags);
+  }
+  int MkdirAt(int dirfd, const char* name, mode_t mode) override {
+    return real_.MkdirAt(dirfd, name, mode);
+  }
+  int FTruncate(int fd, uint64_t n) override { return real_.FTruncate(fd, n); }
+  int FStat(int fd, struct stat* out) override { return real_.FStat(fd, out); }
+  int FStatFs(int fd, struct statfs* out) override { return real_.FStatFs(fd, out); }
+  int ListDir(int dirfd, std::vector<std::string>* names) override {
+    return real_.ListDir(dirfd, names);
+  }
+  int LockExclusive(int fd) override { return real_.LockExclusive(fd); }
+  int FAllocate(int fd, uint64_t n) override { return real_.FAllocate(fd, n); }
+
+ private:
+  PosixFileOps real_;
+  std::atomic<ino_t> bad_ino_{0};
+};
+
+// Spills in a row into `dirs` with dirs[1] failing; returns each spill's status.
+std::vector<tier_status> SpillsWithTheSecondDirFailing(FakeHost& host, Rig& rig, int count) {
+  auto fs = std::make_shared<FailCreatesInOneDir>();
+  Seams seams;
+  seams.file_ops = fs;
+  auto opened = OpenDisk(host, "ns", DirsOptions(rig.dirs), seams);
+  EXPECT_TRUE(opened.ok()) << opened.status().message();
+  std::vector<tier_status> statuses;
+  if (!opened.ok()) return statuses;
+  std::unique_ptr<DiskProvider> p = opened.take();
+  fs->Arm(rig.dirs.size() > 1 ? rig.dirs[1] : rig.dirs[0]);
+  for (int i = 0; i < count; ++i) {
+    rig.cps.push_back(StandardCheckpoint(200 + i, kScaleMib));
+    rig.keys.push_back(MakeKey(200 + i));
+    statuses.push_back(SpillSync(*p, rig.keys.back(), rig.cps.back()).status);
+  }
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (statuses[i] != TIER_OK) continue;
+    bool exact = false;
+    EXPECT_EQ(rig.Restore(*p, static_cast<int>(i), &exact), TIER_OK) << i;
+    EXPECT_TRUE(exact) << i;
+  }
+  return statuses;
+}
+
+TEST(DiskDirs, ADirectoryFailingSpillsIsSetAsideAndTheOthersTakeThem) {
+  FakeHost host;
+  Rig rig(2);
+  const std::vector<tier_status> statuses = SpillsWithTheSecondDirFailing(host, rig, 12);
+  ASSERT_EQ(statuses.size(), 12u);
+  int failed = 0, last_failure = -1;
+  for (int i = 0; i < 12; ++i) {
+    if (statuses[i] == TIER_OK) continue;
+    EXPECT_EQ(statuses[i], TIER_IO_ERROR) << i;
+    ++failed;
+    last_failure = i;
+  }
+  EXPECT_EQ(failed, 3) << "three I/O errors in a row set the directory aside, no more";
+  EXPECT_LT(last_failure, 8) << "the spills after it all went to the healthy directory";
+  EXPECT_EQ(host.Value("tier_cold_dirs_unavailable_total", "disk,failing"), 1);
+  EXPECT_EQ(host.CountLogs("disk: directory '" + rig.dirs[1] + "' failed 3 spills in a row"), 1u);
+  EXPECT_EQ(CheckpointFilesIn(rig.dirs[1]), 0u);
+  EXPECT_EQ(CheckpointFilesIn(rig.dirs[0]), static_cast<uint64_t>(12 - failed));
+}
+
+TEST(DiskDirs, ASingleFailingDirectoryIsNeverSetAside) {
+  // With nowhere else to go, every spill still tries the one directory (and fails, counted).
+  FakeHost host;
+  Rig rig(1);
+  const std::vector<tier_status> statuses = SpillsWithTheSecondDirFailing(host, rig, 5);
+  ASSERT_EQ(statuses.size(), 5u);
+  for (tier_status s : statuses) EXPECT_EQ(s, TIER_IO_ERROR);
+  EXPECT_EQ(host.Value("tier_cold_dirs_unavailable_total", "disk,failing"), 0);
 }
 
 TEST(DiskDirs, NoUsableDirectoryRefusesTheOpenNamingEach) {

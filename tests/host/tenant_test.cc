@@ -7,6 +7,7 @@
 #include <tier/host/plugin_loader.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <set>
 
 #include "tenant_checks.h"
@@ -27,7 +28,10 @@ TEST(TenantBlocks, EmptyTenantIsTheIdentityAndTenantsNeverShareIds) {
   EXPECT_FALSE(SameKey(PrefixKey("ns", a), PrefixKey("ns", b)));
 }
 
-class HostTenant : public TenantTest {};
+class HostTenant : public TenantTest {
+ protected:
+  int BobsOnDeviceAfterAlicesBurst(double share);
+};
 
 TEST_F(HostTenant, TwoTenantsWithTheSamePromptNeverMeetOnDiskAcrossARestart) {
   tier::test::ScopedTempDir dir;
@@ -69,6 +73,53 @@ TEST_F(HostTenant, NoTenantSeriesUnlessTheOperatorAsks) {
   tenant_ = "alice";
   ASSERT_TRUE(Seal(Blocks(10, 1), 1));
   EXPECT_EQ(registry_.ExpositionText().find("tier_tenant_"), std::string::npos);
+}
+
+// HostOptions::tenant_share: Device holds 4 checkpoints, Host 1, no Cold. bob seals 2, then alice
+// a burst of 6 newer ones. Returns how many of bob's stay on Device.
+int HostTenant::BobsOnDeviceAfterAlicesBurst(double share) {
+  std::vector<std::vector<uint64_t>> bobs, alices;
+  tenant_ = "bob";
+  for (uint64_t i = 0; i < 2; ++i) {
+    bobs.push_back(Blocks(100 + 10 * i, 1));
+    EXPECT_TRUE(Seal(bobs.back(), 1 + i));
+  }
+  tenant_ = "alice";
+  for (uint64_t i = 0; i < 6; ++i) {
+    alices.push_back(Blocks(1000 + 10 * i, 1));
+    EXPECT_TRUE(Seal(alices.back(), 3 + i));
+  }
+  int alices_on_device = 0;
+  for (const auto& blocks : alices) alices_on_device += (PlacementsOf(blocks) & kD) != 0;
+  if (share > 0) {
+    EXPECT_EQ(alices_on_device, 2) << "alice keeps her share of Device: 2 of 4";
+  }
+  tenant_ = "bob";
+  int bobs_on_device = 0;
+  for (const auto& blocks : bobs) bobs_on_device += (PlacementsOf(blocks) & kD) != 0;
+  return bobs_on_device;
+}
+
+TEST_F(HostTenant, ABurstOfOneTenantTakesFromItsOwnCheckpointsFirst) {
+  Open("", {}, 4 * Bytes(1), Bytes(1), [](HostOptions& o) { o.tenant_share = 0.5; });
+  EXPECT_EQ(BobsOnDeviceAfterAlicesBurst(0.5), 2)
+      << "alice's burst pushed bob's checkpoints off Device although she held over her share";
+}
+
+TEST_F(HostTenant, WithoutATenantShareTheBurstTakesTheOldestWhoeverHoldsThem) {
+  // The control of the test above: the same calls, value order alone.
+  Open("", {}, 4 * Bytes(1), Bytes(1));
+  EXPECT_EQ(BobsOnDeviceAfterAlicesBurst(0), 0);
+}
+
+TEST_F(HostTenant, TenantShareOutsideZeroToOneIsRefusedNamingIt) {
+  for (double bad : {-0.1, 1.5, std::nan("")}) {
+    auto opened = TryOpen("", {}, [&](HostOptions& o) { o.tenant_share = bad; });
+    ASSERT_FALSE(opened.ok()) << bad;
+    EXPECT_EQ(opened.status().code(), TIER_INVALID_ARGUMENT);
+    EXPECT_NE(opened.status().message().find("tenant_share"), std::string::npos)
+        << opened.status().message();
+  }
 }
 
 }  // namespace

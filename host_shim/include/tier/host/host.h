@@ -268,6 +268,14 @@ struct HostOptions {
   // tier_tenant_admissions_total / tier_tenant_seals_total{tenant}; any other tenant counts as
   // "other", none as "none" (bounded label cardinality). Empty (the default): no tenant series.
   std::vector<std::string> metrics_tenants;
+  // A tenant's fair share of each tier's budget (issue 23), 0 to 1; 0 (the default): off. When a
+  // tier must free room (Device, Host and Cold alike), the idle checkpoints of tenants holding
+  // more than this share of the tier's budget go first, in value order, each only while its tenant
+  // is still over; then everyone's by value. So one tenant's burst takes from its own checkpoints,
+  // not from everyone else's. A checkpoint without a tenant (and one re-adopted at Open: the stored
+  // manifest does not name its tenant) counts as the tenant "". Prefetched Host copies still go
+  // last.
+  double tenant_share = 0;
 
   // ---- GPU path (issue 27) ----------------------------------------------------------------------
   // Device memory for the state buffers of Device placements (StateImage, hidden and speculative
