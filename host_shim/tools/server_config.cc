@@ -16,6 +16,27 @@ constexpr uint64_t kMaxBudgetMiB = uint64_t{16} << 30;  // 16 PiB: `<< 20` stays
 constexpr double kMinColdGiB = 1.0 / 1024;              // 1 MiB
 constexpr double kMaxColdGiB = 16777216;                // 16 PiB
 
+// A flag whose --help shows its default and whose text `check` refuses before it converts.
+template <typename T>
+CLI::Option* AddChecked(CLI::App& app, const std::string& name, T& value, const std::string& help,
+                        const CLI::Validator& check) {
+  return app.add_option(name, value, help)->capture_default_str()->check(check);
+}
+
+// A flag whose text `parse` (returning a Result) turns into `value`, refused with its message.
+template <typename T, typename Parse>
+CLI::Option* AddParsed(CLI::App& app, const std::string& name, T& value, Parse parse,
+                       const std::string& help) {
+  return app.add_option_function<std::string>(
+      name,
+      [&value, name, parse](const std::string& text) {
+        auto parsed = parse(text);
+        if (!parsed.ok()) throw CLI::ValidationError(name, parsed.status().message());
+        value = parsed.value();
+      },
+      help);
+}
+
 }  // namespace
 
 void AddServerFlags(CLI::App& app, ServerConfig& c) {
@@ -31,19 +52,15 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
                  "Cold tier directory (a Linux filesystem; under WSL2 not /mnt/c). Selects the "
                  "disk provider. An empty value means no cold tier (two tiers)")
       ->type_name("PATH");
-  app.add_option("--cold-kv-gib", c.cold_kv_gib, "Cold tier budget in GiB (logical bytes)")
-      ->capture_default_str()
-      ->check(NumberInRange(kMinColdGiB, kMaxColdGiB, "GiB", kGiB));
-  app.add_option("--host-kv-mib", c.host_kv_mib, "Pinned Host budget for checkpoints, MiB")
-      ->capture_default_str()
-      ->check(WholeInRange(0, kMaxBudgetMiB, "MiB", kMiB));
-  app.add_option("--device-kv-mib", c.device_kv_mib,
-                 "Device budget for parked checkpoints, MiB (simulated without a GPU)")
-      ->capture_default_str()
-      ->check(WholeInRange(0, kMaxBudgetMiB, "MiB", kMiB));
-  app.add_option("--max-concurrency", c.max_concurrency, "Lanes decoding at once")
-      ->capture_default_str()
-      ->check(WholeInRange(1, 1024, "lanes"));
+  AddChecked(app, "--cold-kv-gib", c.cold_kv_gib, "Cold tier budget in GiB (logical bytes)",
+             NumberInRange(kMinColdGiB, kMaxColdGiB, "GiB", kGiB));
+  AddChecked(app, "--host-kv-mib", c.host_kv_mib, "Pinned Host budget for checkpoints, MiB",
+             WholeInRange(0, kMaxBudgetMiB, "MiB", kMiB));
+  AddChecked(app, "--device-kv-mib", c.device_kv_mib,
+             "Device budget for parked checkpoints, MiB (simulated without a GPU)",
+             WholeInRange(0, kMaxBudgetMiB, "MiB", kMiB));
+  AddChecked(app, "--max-concurrency", c.max_concurrency, "Lanes decoding at once",
+             WholeInRange(1, 1024, "lanes"));
   app.add_option("--model-profile", c.model_profile,
                  "Model/GPU profile: a shipped name or a JSON file (see --list-profiles)")
       ->capture_default_str();
@@ -70,53 +87,37 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
                  "spilled under it (rotation); repeatable")
       ->type_name("FILE")
       ->allow_extra_args(false);
-  app.add_option("--bytes-scale", c.bytes_scale,
-                 "Store and copy 1/N of every logical byte (the cost model and the report keep "
-                 "logical sizes), so a laptop can replay 100k-token sessions")
-      ->capture_default_str()
-      ->check(WholeInRange(1, uint64_t{1} << 30, ""));
-  app.add_option("--device", c.device,
-                 "Device transfer path: auto (CUDA when a GPU is present), cpu, cuda")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  AddChecked(app, "--bytes-scale", c.bytes_scale,
+             "Store and copy 1/N of every logical byte (the cost model and the report keep "
+             "logical sizes), so a laptop can replay 100k-token sessions",
+             WholeInRange(1, uint64_t{1} << 30, ""));
+  AddChecked(app, "--device", c.device,
+             "Device transfer path: auto (CUDA when a GPU is present), cpu, cuda",
+             CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--namespace", c.namespace_id,
                  "A label for this fleet's checkpoints; the namespace used is "
                  "LABEL/<the model profile's layout fingerprint>/scale<--bytes-scale> (without "
                  "it: the fingerprint and scale alone), so servers of another layout or scale "
                  "never share checkpoints; checkpoints of another namespace are never served")
       ->type_name("LABEL");
-  app.add_option("--log-level", c.log_level, "debug, info, warn or error")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
-  app.add_option_function<std::string>(
-         "--policy",
-         [&c](const std::string& text) {
-           auto policy = ParsePolicy(text);
-           if (!policy.ok()) throw CLI::ValidationError("--policy", policy.status().message());
-           c.policy = policy.value();
-         },
-         "Order in which checkpoints leave Device, Host and Cold: value (prefill time saved per "
-         "byte, aged by recency; the default), lru or gdsf (baselines)")
+  AddChecked(app, "--log-level", c.log_level, "debug, info, warn or error",
+             CLI::IsMember({"debug", "info", "warn", "error"}));
+  AddParsed(app, "--policy", c.policy, ParsePolicy,
+            "Order in which checkpoints leave Device, Host and Cold: value (prefill time saved per "
+            "byte, aged by recency; the default), lru or gdsf (baselines)")
       ->type_name("value|lru|gdsf")
       ->default_str("value");
-  app.add_option_function<std::string>(
-         "--value-levers",
-         [&c](const std::string& text) {
-           auto levers = ParseValueLevers(text);
-           if (!levers.ok())
-             throw CLI::ValidationError("--value-levers", levers.status().message());
-           c.value_levers = levers.value();
-         },
-         "Parts of the value policy, for measuring what each pays: all (the default), none, or a "
-         "comma list of superseded, shared_use, net_of_restore, cold_admission, adaptive_age "
-         "(\"all,-superseded\" turns one off)")
+  AddParsed(
+      app, "--value-levers", c.value_levers, ParseValueLevers,
+      "Parts of the value policy, for measuring what each pays: all (the default), none, or a "
+      "comma list of superseded, shared_use, net_of_restore, cold_admission, adaptive_age "
+      "(\"all,-superseded\" turns one off)")
       ->type_name("LIST")
       ->default_str("all");
-  app.add_option("--provider-timeout-s", c.provider_timeout_s,
-                 "Deadline of every provider operation; past it the request prefills from the "
-                 "root (reason timeout) and the operation's buffers stay pinned until it ends")
-      ->capture_default_str()
-      ->check(NumberInRange(0.001, 3600, "seconds"));
+  AddChecked(app, "--provider-timeout-s", c.provider_timeout_s,
+             "Deadline of every provider operation; past it the request prefills from the "
+             "root (reason timeout) and the operation's buffers stay pinned until it ends",
+             NumberInRange(0.001, 3600, "seconds"));
   app.add_flag(
       "--check", c.check,
       "Load and open the provider, print its name, version and negotiated ABI, then "
@@ -126,12 +127,10 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
 }
 
 void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
-  replay
-      .add_option("--workload", c.workload,
-                  "agents: built-in agent sessions (shared 8-30k system prefixes, histories "
-                  "growing to 80-120k tokens, think times); trace: a Mooncake JSONL trace")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"agents", "trace"}));
+  AddChecked(replay, "--workload", c.workload,
+             "agents: built-in agent sessions (shared 8-30k system prefixes, histories "
+             "growing to 80-120k tokens, think times); trace: a Mooncake JSONL trace",
+             CLI::IsMember({"agents", "trace"}));
   replay
       .add_option("--trace", c.trace,
                   "Mooncake-format JSONL (timestamp, input_length, output_length, hash_ids); "
@@ -161,24 +160,17 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
             return CLI::Validator(scale_range)(text);
           },
           "auto or " + scale_range.get_description()));
-  replay
-      .add_option("--target-utilization", c.target_utilization,
-                  "With --trace-time-scale auto: the lanes' utilization to stretch the trace to")
-      ->capture_default_str()
-      ->check(NumberInRange(0.05, 0.95, ""));
-  replay.add_option("--sessions", c.sessions, "Agent sessions to generate")
-      ->capture_default_str()
-      ->check(WholeInRange(1, 100000, "sessions"));
-  replay
-      .add_option("--think-s", c.think_s,
-                  "Agents: mean think/tool time between a session's turns, seconds (exponential)")
-      ->capture_default_str()
-      ->check(NumberInRange(0.001, 86400, "seconds"));
-  replay
-      .add_option("--start-spread-s", c.start_spread_s,
-                  "Agents: sessions start uniformly within this many seconds")
-      ->capture_default_str()
-      ->check(NumberInRange(0, 86400, "seconds"));
+  AddChecked(replay, "--target-utilization", c.target_utilization,
+             "With --trace-time-scale auto: the lanes' utilization to stretch the trace to",
+             NumberInRange(0.05, 0.95, ""));
+  AddChecked(replay, "--sessions", c.sessions, "Agent sessions to generate",
+             WholeInRange(1, 100000, "sessions"));
+  AddChecked(replay, "--think-s", c.think_s,
+             "Agents: mean think/tool time between a session's turns, seconds (exponential)",
+             NumberInRange(0.001, 86400, "seconds"));
+  AddChecked(replay, "--start-spread-s", c.start_spread_s,
+             "Agents: sessions start uniformly within this many seconds",
+             NumberInRange(0, 86400, "seconds"));
   replay
       .add_option("--restore-cost", c.restore_cost,
                   "measured: a cold restore costs its measured wall time, at --bytes-scale > 1 its "
@@ -186,25 +178,20 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
                   "model: its logical bytes at --cold-read-gbps, and the restore-or-root decision "
                   "by that model (repeatable; the default of compare-policies)")
       ->check(CLI::IsMember({"measured", "model"}));
-  replay
-      .add_option("--restore-probe-mib", c.restore_probe_mib,
-                  "With --restore-cost measured and --bytes-scale > 1: before the replay, spill "
-                  "and time a restore of one checkpoint of each of these sizes (MiB, full size) "
-                  "on a scratch namespace, and charge each cold restore its logical bytes at the "
-                  "fitted rate (plus the fitted fixed latency) instead of its wall time x the "
-                  "bytes scale; 0 = no probe (wall time x scale)")
-      ->capture_default_str()
-      ->delimiter(',')
-      ->check(WholeInRange(0, 16384, "MiB"));
-  replay
-      .add_option("--cold-read-gbps", c.cold_read_gbps,
-                  "With --restore-cost model: the cold tier's read bandwidth, GB/s (2.4: this "
-                  "machine's NVMe under fio, O_DIRECT QD16)")
-      ->capture_default_str()
-      ->check(NumberInRange(0.01, 1000, "GB/s"));
-  replay.add_option("--seed", c.seed, "Seed of the agents generator")
-      ->capture_default_str()
-      ->check(WholeInRange(0, UINT64_MAX, ""));
+  AddChecked(replay, "--restore-probe-mib", c.restore_probe_mib,
+             "With --restore-cost measured and --bytes-scale > 1: before the replay, spill "
+             "and time a restore of one checkpoint of each of these sizes (MiB, full size) "
+             "on a scratch namespace, and charge each cold restore its logical bytes at the "
+             "fitted rate (plus the fitted fixed latency) instead of its wall time x the "
+             "bytes scale; 0 = no probe (wall time x scale)",
+             WholeInRange(0, 16384, "MiB"))
+      ->delimiter(',');
+  AddChecked(replay, "--cold-read-gbps", c.cold_read_gbps,
+             "With --restore-cost model: the cold tier's read bandwidth, GB/s (2.4: this "
+             "machine's NVMe under fio, O_DIRECT QD16)",
+             NumberInRange(0.01, 1000, "GB/s"));
+  AddChecked(replay, "--seed", c.seed, "Seed of the agents generator",
+             WholeInRange(0, UINT64_MAX, ""));
   replay.add_option("--report-json", c.report_json, "Write the report as JSON to FILE")
       ->type_name("FILE");
   replay.add_flag("--compare-null", c.compare_null,
@@ -213,54 +200,41 @@ void AddReplayFlags(CLI::App& replay, ReplayConfig& c) {
   replay.add_flag("!--no-progress", c.progress, "No progress line on stderr");
   replay.add_flag("--linger", c.linger,
                   "Keep serving /metrics after the replay until SIGINT or SIGTERM");
-  replay
-      .add_option("--wait-for-scrape", c.wait_for_scrape_s,
-                  "With --metrics-addr: before replaying, wait up to SECONDS for /metrics to be "
-                  "scraped once, so a Prometheus sees every counter start from zero")
-      ->type_name("SECONDS")
-      ->capture_default_str()
-      ->check(NumberInRange(0, 3600, "seconds"));
-  replay
-      .add_option("--clock", c.clock,
-                  "virtual: the cost model's time, restores charged at their measured time x "
-                  "--bytes-scale (fast); wall: lanes run on the wall clock x --time-scale and keep "
-                  "decoding while restores fly; the report gives the scheduler's longest stall "
-                  "in a tier call")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"virtual", "wall"}));
-  replay
-      .add_option("--time-scale", c.time_scale,
-                  "With --clock wall: virtual seconds per wall second (100 = 100x faster than "
-                  "real time; restores still take their real time)")
-      ->capture_default_str()
-      ->check(NumberInRange(0.01, 100000, "virtual seconds per wall second"));
-  replay
-      .add_option("--tenants", c.tenants,
-                  "Give session s the tenant t<s mod N> (part of every identity: tenants never "
-                  "share a checkpoint, shared prefixes included); 0 = no tenants")
-      ->type_name("N")
-      ->capture_default_str()
-      ->check(NumberInRange(0, 1000000, "tenants"));
-  replay
-      .add_option("--prefetch-lead-s", c.prefetch_lead_s,
-                  "Agents: send each turn's prefetch hint this long before the turn (the "
-                  "framework saw its tool's result); 0 turns hints off")
-      ->type_name("SECONDS")
-      ->capture_default_str()
-      ->check(NumberInRange(0, 3600, "seconds"));
+  AddChecked(replay, "--wait-for-scrape", c.wait_for_scrape_s,
+             "With --metrics-addr: before replaying, wait up to SECONDS for /metrics to be "
+             "scraped once, so a Prometheus sees every counter start from zero",
+             NumberInRange(0, 3600, "seconds"))
+      ->type_name("SECONDS");
+  AddChecked(replay, "--clock", c.clock,
+             "virtual: the cost model's time, restores charged at their measured time x "
+             "--bytes-scale (fast); wall: lanes run on the wall clock x --time-scale and keep "
+             "decoding while restores fly; the report gives the scheduler's longest stall "
+             "in a tier call",
+             CLI::IsMember({"virtual", "wall"}));
+  AddChecked(replay, "--time-scale", c.time_scale,
+             "With --clock wall: virtual seconds per wall second (100 = 100x faster than "
+             "real time; restores still take their real time)",
+             NumberInRange(0.01, 100000, "virtual seconds per wall second"));
+  AddChecked(replay, "--tenants", c.tenants,
+             "Give session s the tenant t<s mod N> (part of every identity: tenants never "
+             "share a checkpoint, shared prefixes included); 0 = no tenants",
+             NumberInRange(0, 1000000, "tenants"))
+      ->type_name("N");
+  AddChecked(replay, "--prefetch-lead-s", c.prefetch_lead_s,
+             "Agents: send each turn's prefetch hint this long before the turn (the "
+             "framework saw its tool's result); 0 turns hints off",
+             NumberInRange(0, 3600, "seconds"))
+      ->type_name("SECONDS");
 }
 
 void AddCompareFlags(CLI::App& compare, CompareConfig& c) {
-  compare.add_option("--policies", c.policies, "Policies to run, in order (comma separated)")
-      ->delimiter(',')
-      ->capture_default_str()
-      ->check(CLI::IsMember({"value", "lru", "gdsf"}));
-  compare
-      .add_option("--cold-sizes-gib", c.cold_sizes_gib,
-                  "Cold budgets to run each policy at, GiB logical (comma separated)")
-      ->delimiter(',')
-      ->capture_default_str()
-      ->check(NumberInRange(kMinColdGiB, kMaxColdGiB, "GiB", kGiB));
+  AddChecked(compare, "--policies", c.policies, "Policies to run, in order (comma separated)",
+             CLI::IsMember({"value", "lru", "gdsf"}))
+      ->delimiter(',');
+  AddChecked(compare, "--cold-sizes-gib", c.cold_sizes_gib,
+             "Cold budgets to run each policy at, GiB logical (comma separated)",
+             NumberInRange(kMinColdGiB, kMaxColdGiB, "GiB", kGiB))
+      ->delimiter(',');
 }
 
 Result<ProviderOptions> ParseTierOpts(const std::vector<std::string>& tier_opts) {

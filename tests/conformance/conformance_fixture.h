@@ -96,6 +96,14 @@ TestCheckpoint MakeCheckpoint(const std::string& label, uint64_t scale_bytes = 6
 // A checkpoint with the given layout.
 TestCheckpoint MakeCheckpoint(const std::string& label, std::vector<tier_segment_info> layout);
 
+// In an AbiConformance test: skips it for an absent tier (capacity 0), which has nothing to read
+// back.
+#define SKIP_IF_ABSENT()                                        \
+  if (absent())                                                 \
+  GTEST_SKIP() << GetParam().name                               \
+               << " is an absent tier (capacity 0): it stores " \
+                  "nothing, so there is nothing to read back"
+
 class AbiConformance : public ::testing::TestWithParam<Target> {
  protected:
   void SetUp() override;

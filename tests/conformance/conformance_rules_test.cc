@@ -28,12 +28,6 @@
 namespace tier::conformance {
 namespace {
 
-#define SKIP_IF_ABSENT()                                        \
-  if (absent())                                                 \
-  GTEST_SKIP() << GetParam().name                               \
-               << " is an absent tier (capacity 0): it stores " \
-                  "nothing, so there is nothing to read back"
-
 #define SKIP_WITHOUT_PROBE()                                        \
   if (!TIER_HAS_SLOT(table(), tier_provider, probe))                \
   GTEST_SKIP() << GetParam().name                                   \
@@ -46,6 +40,12 @@ tier_status StatOf(const tier_provider* table, tier_instance* instance, const ti
   tier_stat_result stat{};
   stat.struct_size = sizeof(stat);
   return table->stat(instance, &key, &stat, nullptr, 0, nullptr);
+}
+
+tier_status StatsOf(const tier_provider* table, tier_instance* instance) {
+  tier_stats stats{};
+  stats.struct_size = sizeof(stats);
+  return table->stats(instance, &stats, nullptr);
 }
 
 bool Listed(const std::vector<tier_key>& keys, const tier_key& key) {
@@ -69,6 +69,71 @@ std::vector<uint8_t> ProbeKeys(const tier_provider* table, tier_instance* instan
     }
   }
   return found;
+}
+
+// The segments of `layout`, each in an anonymous mapping of its own (a segment of 2^31 bytes
+// meets no heap limit), filled with `key`'s bytes; unmapped on destruction.
+class MappedSegments {
+ public:
+  MappedSegments(const tier_key& key, const std::vector<tier_segment_info>& layout)
+      : key_(key), layout_(layout) {
+    for (const auto& s : layout_) {
+      void* p =
+          ::mmap(nullptr, MapBytes(s), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) return;
+      maps_.push_back(p);
+      sim::FillSegmentBytes(key_, s.kind, s.index, {static_cast<std::byte*>(p), s.length_bytes});
+      segments_.push_back({s.kind, s.index, s.length_bytes, p});
+    }
+  }
+  ~MappedSegments() { Unmap(); }
+  MappedSegments(const MappedSegments&) = delete;
+  MappedSegments& operator=(const MappedSegments&) = delete;
+
+  bool mapped() const { return maps_.size() == layout_.size(); }  // every mapping succeeded
+  std::vector<tier_segment>& segments() { return segments_; }
+  void Zero() {
+    for (size_t i = 0; i < maps_.size(); ++i) std::memset(maps_[i], 0, layout_[i].length_bytes);
+  }
+  // Segment `i` holds `key`'s bytes.
+  bool Matches(size_t i) const {
+    return sim::SegmentBytesMatch(
+        key_, layout_[i].kind, layout_[i].index,
+        {static_cast<const std::byte*>(maps_[i]), layout_[i].length_bytes});
+  }
+  void Unmap() {
+    for (size_t i = 0; i < maps_.size(); ++i) ::munmap(maps_[i], MapBytes(layout_[i]));
+    maps_.clear();
+    segments_.clear();
+  }
+
+ private:
+  static uint64_t MapBytes(const tier_segment_info& s) {
+    return std::max<uint64_t>(1, s.length_bytes);
+  }
+  const tier_key key_;
+  const std::vector<tier_segment_info> layout_;
+  std::vector<void*> maps_;
+  std::vector<tier_segment> segments_;
+};
+
+// Spills `m` under `key`, zeroes its buffers and restores into them: both complete OK.
+void RoundTripInPlace(const tier_provider* table, tier_instance* instance, const tier_key& key,
+                      MappedSegments& m) {
+  std::vector<tier_segment>& segments = m.segments();
+  OpRecord spill;
+  ASSERT_EQ(table->spill(instance, &key, segments.data(), static_cast<uint32_t>(segments.size()),
+                         OpRecord::Callback, spill.cookie(), nullptr),
+            TIER_OK);
+  ASSERT_TRUE(spill.Wait("spill"));
+  ASSERT_EQ(spill.status, TIER_OK) << spill.message;
+  m.Zero();
+  OpRecord restore;
+  ASSERT_EQ(table->restore(instance, &key, segments.data(), static_cast<uint32_t>(segments.size()),
+                           OpRecord::Callback, restore.cookie(), nullptr),
+            TIER_OK);
+  ASSERT_TRUE(restore.Wait("restore"));
+  ASSERT_EQ(restore.status, TIER_OK) << restore.message;
 }
 
 // Spills `checkpoints` with at most `window` in flight; returns how many completed OK.
@@ -982,42 +1047,14 @@ TEST_P(AbiConformance, SegmentsAroundThirtyTwoAndSixtyFourMiBRoundTrip) {
                  << " MiB this checkpoint needs";
   }
   const tier_key key = KeyFromText("conformance:large-" + GetParam().name);
-  std::vector<void*> maps;
-  std::vector<tier_segment> segments;
-  for (const auto& s : layout) {
-    void* p =
-        ::mmap(nullptr, s.length_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(p, MAP_FAILED);
-    maps.push_back(p);
-    sim::FillSegmentBytes(key, s.kind, s.index, {static_cast<std::byte*>(p), s.length_bytes});
-    segments.push_back({s.kind, s.index, s.length_bytes, p});
-  }
-  auto unmap = [&] {
-    for (size_t i = 0; i < maps.size(); ++i) ::munmap(maps[i], layout[i].length_bytes);
-    maps.clear();
-  };
-  OpRecord spill;
-  ASSERT_EQ(
-      table()->spill(instance(), &key, segments.data(), static_cast<uint32_t>(segments.size()),
-                     OpRecord::Callback, spill.cookie(), nullptr),
-      TIER_OK);
-  ASSERT_TRUE(spill.Wait("spill"));
-  ASSERT_EQ(spill.status, TIER_OK) << spill.message;
-  for (size_t i = 0; i < maps.size(); ++i) std::memset(maps[i], 0, layout[i].length_bytes);
-  OpRecord restore;
-  ASSERT_EQ(
-      table()->restore(instance(), &key, segments.data(), static_cast<uint32_t>(segments.size()),
-                       OpRecord::Callback, restore.cookie(), nullptr),
-      TIER_OK);
-  ASSERT_TRUE(restore.Wait("restore"));
-  ASSERT_EQ(restore.status, TIER_OK) << restore.message;
+  MappedSegments mapped(key, layout);
+  ASSERT_TRUE(mapped.mapped());
+  ASSERT_NO_FATAL_FAILURE(RoundTripInPlace(table(), instance(), key, mapped));
   for (size_t i = 0; i < layout.size(); ++i) {
-    const std::span<const std::byte> got(static_cast<const std::byte*>(maps[i]),
-                                         layout[i].length_bytes);
-    EXPECT_TRUE(sim::SegmentBytesMatch(key, layout[i].kind, layout[i].index, got))
+    EXPECT_TRUE(mapped.Matches(i))
         << "segment of " << layout[i].length_bytes << " bytes restored with wrong bytes";
   }
-  unmap();
+  mapped.Unmap();
   EXPECT_EQ(table()->remove(instance(), &key, nullptr), TIER_OK);
 }
 
@@ -1037,37 +1074,11 @@ TEST_P(AbiConformance, HugeSegmentsRoundTrip) {
                  << " MiB this checkpoint needs";
   }
   const tier_key key = KeyFromText("conformance:huge");
-  std::vector<void*> maps;
-  std::vector<tier_segment> segments;
-  for (const auto& s : layout) {
-    void* p =
-        ::mmap(nullptr, s.length_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(p, MAP_FAILED);
-    maps.push_back(p);
-    sim::FillSegmentBytes(key, s.kind, s.index, {static_cast<std::byte*>(p), s.length_bytes});
-    segments.push_back({s.kind, s.index, s.length_bytes, p});
-  }
-  OpRecord spill;
-  ASSERT_EQ(
-      table()->spill(instance(), &key, segments.data(), static_cast<uint32_t>(segments.size()),
-                     OpRecord::Callback, spill.cookie(), nullptr),
-      TIER_OK);
-  ASSERT_TRUE(spill.Wait("spill"));
-  ASSERT_EQ(spill.status, TIER_OK) << spill.message;
-  for (size_t i = 0; i < maps.size(); ++i) std::memset(maps[i], 0, layout[i].length_bytes);
-  OpRecord restore;
-  ASSERT_EQ(
-      table()->restore(instance(), &key, segments.data(), static_cast<uint32_t>(segments.size()),
-                       OpRecord::Callback, restore.cookie(), nullptr),
-      TIER_OK);
-  ASSERT_TRUE(restore.Wait("restore"));
-  ASSERT_EQ(restore.status, TIER_OK) << restore.message;
+  MappedSegments mapped(key, layout);
+  ASSERT_TRUE(mapped.mapped());
+  ASSERT_NO_FATAL_FAILURE(RoundTripInPlace(table(), instance(), key, mapped));
   for (size_t i = 0; i < layout.size(); ++i) {
-    EXPECT_TRUE(
-        sim::SegmentBytesMatch(key, layout[i].kind, layout[i].index,
-                               {static_cast<const std::byte*>(maps[i]), layout[i].length_bytes}))
-        << "segment of " << layout[i].length_bytes << " bytes";
-    ::munmap(maps[i], layout[i].length_bytes);
+    EXPECT_TRUE(mapped.Matches(i)) << "segment of " << layout[i].length_bytes << " bytes";
   }
 }
 
@@ -1092,38 +1103,13 @@ TEST_P(AbiConformance, ProfileCheckpointRoundTrips) {
   std::vector<tier_segment_info> layout;
   for (const auto& s : shape.segments) layout.push_back({s.kind, s.index, s.bytes});
   const tier_key key = KeyFromText("conformance:profile");
-  std::vector<void*> maps;
-  std::vector<tier_segment> segments;
-  for (const auto& s : layout) {
-    void* p = ::mmap(nullptr, std::max<uint64_t>(1, s.length_bytes), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(p, MAP_FAILED);
-    maps.push_back(p);
-    sim::FillSegmentBytes(key, s.kind, s.index, {static_cast<std::byte*>(p), s.length_bytes});
-    segments.push_back({s.kind, s.index, s.length_bytes, p});
-  }
-  OpRecord spill;
-  ASSERT_EQ(
-      table()->spill(instance(), &key, segments.data(), static_cast<uint32_t>(segments.size()),
-                     OpRecord::Callback, spill.cookie(), nullptr),
-      TIER_OK);
-  ASSERT_TRUE(spill.Wait("spill"));
-  ASSERT_EQ(spill.status, TIER_OK) << spill.message;
-  for (size_t i = 0; i < maps.size(); ++i) std::memset(maps[i], 0, layout[i].length_bytes);
-  OpRecord restore;
-  ASSERT_EQ(
-      table()->restore(instance(), &key, segments.data(), static_cast<uint32_t>(segments.size()),
-                       OpRecord::Callback, restore.cookie(), nullptr),
-      TIER_OK);
-  ASSERT_TRUE(restore.Wait("restore"));
-  ASSERT_EQ(restore.status, TIER_OK) << restore.message;
+  MappedSegments mapped(key, layout);
+  ASSERT_TRUE(mapped.mapped());
+  ASSERT_NO_FATAL_FAILURE(RoundTripInPlace(table(), instance(), key, mapped));
   RecordProperty("checkpoint", shape.Describe());
   for (size_t i = 0; i < layout.size(); ++i) {
-    EXPECT_TRUE(
-        sim::SegmentBytesMatch(key, layout[i].kind, layout[i].index,
-                               {static_cast<const std::byte*>(maps[i]), layout[i].length_bytes}))
+    EXPECT_TRUE(mapped.Matches(i))
         << shape.segments[i].name << " (" << layout[i].length_bytes << " bytes)";
-    ::munmap(maps[i], std::max<uint64_t>(1, layout[i].length_bytes));
   }
 }
 
@@ -1156,12 +1142,8 @@ TEST_P(AbiConformance, CompletionsOfEverySizeMayCallTheProvider) {
           r->instance, &r->key, segments->data(), 1,
           [](void* user, const tier_completion* c) {
             auto* x = static_cast<Reentry*>(user);
-            tier_stat_result stat{};
-            stat.struct_size = sizeof(stat);
-            const tier_status s = x->table->stat(x->instance, &x->key, &stat, nullptr, 0, nullptr);
-            tier_stats stats{};
-            stats.struct_size = sizeof(stats);
-            const tier_status st = x->table->stats(x->instance, &stats, nullptr);
+            const tier_status s = StatOf(x->table, x->instance, x->key);
+            const tier_status st = StatsOf(x->table, x->instance);
             tier_info info{};
             info.struct_size = sizeof(info);
             const tier_status in = x->table->info(x->instance, &info, nullptr);
@@ -1208,12 +1190,8 @@ TEST_P(AbiConformance, CompletionsOfEverySizeMayCallTheProvider) {
           back->instance, &back->key, restore_segments->data(), 1,
           [](void* user, const tier_completion* c) {
             auto* x = static_cast<Reentry*>(user);
-            tier_stat_result stat{};
-            stat.struct_size = sizeof(stat);
-            const tier_status s = x->table->stat(x->instance, &x->key, &stat, nullptr, 0, nullptr);
-            tier_stats stats{};
-            stats.struct_size = sizeof(stats);
-            const tier_status st = x->table->stats(x->instance, &stats, nullptr);
+            const tier_status s = StatOf(x->table, x->instance, x->key);
+            const tier_status st = StatsOf(x->table, x->instance);
             std::lock_guard lock(x->mutex);
             x->stat = s;
             x->stats = st;

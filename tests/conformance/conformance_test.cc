@@ -25,12 +25,6 @@
 namespace tier::conformance {
 namespace {
 
-#define SKIP_IF_ABSENT()                                        \
-  if (absent())                                                 \
-  GTEST_SKIP() << GetParam().name                               \
-               << " is an absent tier (capacity 0): it stores " \
-                  "nothing, so there is nothing to read back"
-
 TEST_P(AbiConformance, InfoDescribesTheProvider) {
   tier_info info{};
   info.struct_size = sizeof(info);

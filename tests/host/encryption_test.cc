@@ -81,6 +81,20 @@ class HostEncryption : public HostTest {
     Release(a);
   }
 
+  // Two checkpoints in Cold alone under one key: `a`, then `b` whose seal pushes `a` out of Host.
+  void SealTwoIntoCold(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
+    OpenWith(KeyFile("key", 'a'));
+    ASSERT_TRUE(Seal(a, 1));
+    SealAndPushToCold(b);
+    ASSERT_EQ(PlacementsOf(a), kC);
+  }
+  // Swaps what the store holds for segment (`kind`, 0) of `a` and of `b` (one length).
+  void SwapStored(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b, uint32_t kind) {
+    auto sa = Stored(a, kind, 0), sb = Stored(b, kind, 0);
+    ASSERT_EQ(sa.size(), sb.size());
+    std::swap_ranges(sa.begin(), sa.end(), sb.begin());
+  }
+
   tier::test::ScopedTempDir dir_;
   void* handle_ = nullptr;
   SegmentFn segment_ = nullptr;
@@ -141,13 +155,8 @@ TEST_F(HostEncryption, AFlippedByteIsACountedMissNeverServed) {
 TEST_F(HostEncryption, SegmentsSwappedBetweenCheckpointsFailTheirTags) {
   if (!kHaveEncryption) GTEST_SKIP() << "built without OpenSSL";
   const auto a = Blocks(10, 2), b = Blocks(20, 2);
-  OpenWith(KeyFile("key", 'a'));
-  ASSERT_TRUE(Seal(a, 1));
-  SealAndPushToCold(b);
-  ASSERT_EQ(PlacementsOf(a), kC);
-  auto sa = Stored(a, TIER_SEGMENT_MAIN_KV, 0), sb = Stored(b, TIER_SEGMENT_MAIN_KV, 0);
-  ASSERT_EQ(sa.size(), sb.size());
-  std::swap_ranges(sa.begin(), sa.end(), sb.begin());
+  ASSERT_NO_FATAL_FAILURE(SealTwoIntoCold(a, b));
+  ASSERT_NO_FATAL_FAILURE(SwapStored(a, b, TIER_SEGMENT_MAIN_KV));
   ExpectMiss(a, 10);
   ExpectMiss(b, 11);
   EXPECT_GE(host_->Stats().encryption_tag_failures, 2u);
@@ -156,16 +165,13 @@ TEST_F(HostEncryption, SegmentsSwappedBetweenCheckpointsFailTheirTags) {
 TEST_F(HostEncryption, AManifestSwappedBetweenCheckpointsOrFlippedIsACountedMiss) {
   if (!kHaveEncryption) GTEST_SKIP() << "built without OpenSSL";
   const auto a = Blocks(10, 2), b = Blocks(20, 2);
-  OpenWith(KeyFile("key", 'a'));
-  ASSERT_TRUE(Seal(a, 1));
-  SealAndPushToCold(b);
-  ASSERT_EQ(PlacementsOf(a), kC);
-  auto ma = Stored(a, TIER_SEGMENT_MANIFEST, 0), mb = Stored(b, TIER_SEGMENT_MANIFEST, 0);
-  ASSERT_EQ(ma.size(), mb.size());
-  std::swap_ranges(ma.begin(), ma.end(), mb.begin());  // every segment's nonce and tag with it
+  ASSERT_NO_FATAL_FAILURE(SealTwoIntoCold(a, b));
+  const auto ma = Stored(a, TIER_SEGMENT_MANIFEST, 0);  // b's manifest once swapped
+  // Every segment's nonce and tag go with the manifest.
+  ASSERT_NO_FATAL_FAILURE(SwapStored(a, b, TIER_SEGMENT_MANIFEST));
   ExpectMiss(a, 10);
   ma[ma.size() / 2] ^= 0x80;  // b's manifest, one byte of its table or body flipped, goes back
-  std::swap_ranges(ma.begin(), ma.end(), mb.begin());
+  ASSERT_NO_FATAL_FAILURE(SwapStored(a, b, TIER_SEGMENT_MANIFEST));
   ExpectMiss(b, 11);
   EXPECT_GE(host_->Stats().encryption_tag_failures, 2u);
 }

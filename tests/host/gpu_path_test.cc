@@ -251,6 +251,21 @@ class HostGpuPath : public ::testing::Test {
     }
     ASSERT_FALSE(host_->Busy());
   }
+  // The stream's work waits behind `gate`. Ordered, the Host's work must wait for it: the Host
+  // runs a while, `check_waiting` looks, then the gate opens. Not ordered, the Host finishes
+  // first. Then the stream drains.
+  void RunWithStreamHeld(Gate& gate, bool ordered, const std::function<void()>& check_waiting) {
+    if (ordered) {
+      PollFor(30);
+      check_waiting();
+      gate.Open();
+      Settle();
+    } else {
+      Settle();
+      gate.Open();
+    }
+    stream_.Synchronize();
+  }
   bool SawSealed(uint64_t id) const {
     return std::any_of(events_.begin(), events_.end(),
                        [&](const Event& e) { return e.kind == Event::kSealed && e.id == id; });
@@ -281,6 +296,18 @@ class HostGpuPath : public ::testing::Test {
     r.now_ns = 1;
     r.order_after = order_after;
     return host_->Seal(r);
+  }
+  // Admits `blocks` into `lane` with no pages to hand over (a Device hit takes none): the
+  // immediate answer.
+  Admission AdmitWithoutPages(const std::vector<uint64_t>& blocks, const Lane& lane,
+                              device::NativeStream order_after = nullptr) {
+    AdmitRequest r;
+    r.blocks = blocks;
+    r.now_ns = 2;
+    r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
+    r.state = lane.buffers;
+    r.order_after = order_after;
+    return host_->Admit(r);
   }
   // Admits blocks {7} into page 5 and `lane`, and runs the Host until it ends.
   Admission AdmitIntoPage5(Lane* lane, device::NativeStream order_after) {
@@ -390,23 +417,11 @@ TEST_F(HostGpuPath, DeviceSealStateCopyHonoursOrderAfter) {
     const Sealed sealed = SealPage0(sealed_state, ordered ? stream_.handle() : nullptr);
     ASSERT_TRUE(sealed.status.ok()) << sealed.status.ToString();
     EXPECT_TRUE(sealed.on_device);
-    if (ordered) {
-      PollFor(30);
+    RunWithStreamHeld(gate, ordered, [&] {
       EXPECT_FALSE(sealed.copied.IsDone()) << "the state copy ran before the producer's work";
-      gate.Open();
-      Settle();
-    } else {
-      Settle();
-      gate.Open();
-    }
-    stream_.Synchronize();
+    });
     Lane lane = NewLane(kPrevOwner);
-    AdmitRequest r;
-    r.blocks = blocks_;
-    r.now_ns = 2;
-    r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
-    r.state = lane.buffers;
-    Admission a = host_->Admit(r);
+    Admission a = AdmitWithoutPages(blocks_, lane);
     ASSERT_EQ(a.state, AdmissionState::kReady);
     EXPECT_EQ(a.outcome, Outcome::kDeviceHit);
     ASSERT_TRUE(a.state_copy.Wait().ok());
@@ -451,17 +466,12 @@ TEST_F(HostGpuPath, RestoreOrderedAfterThePreviousOwnersWork) {
     Admission a = host_->Admit(r);
     if (ordered) {
       ASSERT_EQ(a.state, AdmissionState::kPending);
-      PollFor(30);
+    }
+    RunWithStreamHeld(gate, ordered, [&] {
       EXPECT_FALSE(std::any_of(events_.begin(), events_.end(), [&](const Event& e) {
         return e.kind == Event::kAdmissionReady && e.id == a.id;
       })) << "the scatter ran before the previous owner's work";
-      gate.Open();
-      Settle();
-    } else {
-      Settle();
-      gate.Open();
-    }
-    stream_.Synchronize();
+    });
     EXPECT_TRUE(PageIs(5, ordered ? kProduced : kPrevOwner));
     host_->Release(a.id);
     Settle();
@@ -486,13 +496,7 @@ TEST_F(HostGpuPath, DeviceHitStateCopyWaitsForTheLanesReaders) {
       gate.Wait();
       seen = lane.memory[0];
     });
-    AdmitRequest r;
-    r.blocks = blocks_;
-    r.now_ns = 2;
-    r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
-    r.state = lane.buffers;
-    r.order_after = ordered ? stream_.handle() : nullptr;
-    Admission a = host_->Admit(r);
+    Admission a = AdmitWithoutPages(blocks_, lane, ordered ? stream_.handle() : nullptr);
     ASSERT_EQ(a.outcome, Outcome::kDeviceHit);
     if (ordered) {
       PollFor(30);
@@ -555,12 +559,7 @@ TEST_F(HostGpuPath, SealHitAndEvictAllocateNoDeviceMemory) {
     ASSERT_TRUE(sealed.on_device);
     Settle();
     Lane lane = NewLane(kStale);
-    AdmitRequest r;
-    r.blocks = blocks;
-    r.now_ns = 2;
-    r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
-    r.state = lane.buffers;
-    Admission a = host_->Admit(r);
+    Admission a = AdmitWithoutPages(blocks, lane);
     ASSERT_EQ(a.outcome, Outcome::kDeviceHit);
     ASSERT_TRUE(a.state_copy.Wait().ok());
     EXPECT_TRUE(LaneIs(lane, kState));
@@ -611,13 +610,8 @@ TEST_F(HostGpuPath, EvictedPlacementMemoryWaitsForItsCopies) {
   Settle();
   gate->Close();
   Lane lane = NewLane(kStale);
-  AdmitRequest r;
   const std::vector<uint64_t> one{1};
-  r.blocks = one;
-  r.now_ns = 2;
-  r.allocate_pages = [](uint32_t, std::vector<uint32_t>*) { return false; };
-  r.state = lane.buffers;
-  Admission a = host_->Admit(r);
+  Admission a = AdmitWithoutPages(one, lane);
   ASSERT_EQ(a.outcome, Outcome::kDeviceHit);
   EXPECT_FALSE(a.state_copy.IsDone());
   host_->Release(a.id);

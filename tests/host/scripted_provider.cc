@@ -29,22 +29,14 @@
 #include <thread>
 #include <vector>
 
+#include "stored_checkpoint.h"
 #include "tier_provider.h"
 #include "tier_validate.h"
 
 namespace {
 
-struct Stored {
-  std::vector<tier_segment_info> table;
-  std::vector<std::vector<unsigned char>> data;
-  uint64_t bytes = 0;
-};
-
-struct KeyLess {
-  bool operator()(const tier_key& a, const tier_key& b) const {
-    return std::memcmp(a.bytes, b.bytes, TIER_KEY_BYTES) < 0;
-  }
-};
+using Stored = tier::test::StoredCheckpoint;
+using tier::test::KeyLess;
 
 struct Store {
   std::mutex mutex;
@@ -68,14 +60,7 @@ tier_status StatusFromName(const std::string& name, bool* ok) {
 }
 
 void Complete(tier_done_fn done, void* user, tier_status status, uint64_t bytes) {
-  tier_completion c{};
-  c.struct_size = sizeof(c);
-  c.status = status;
-  c.message = status == TIER_OK ? "" : "scripted failure";
-  c.logical_bytes = status == TIER_OK ? bytes : 0;
-  c.stored_bytes = status == TIER_OK ? bytes : 0;
-  c.duration_ns = 1000;
-  done(user, &c);
+  tier::test::CompleteWith(done, user, status, bytes, "scripted failure");
 }
 
 // Runs closures at their due time on one thread; Close() runs what is left at once.
@@ -286,12 +271,8 @@ tier_status Stat(tier_instance* self, const tier_key* key, tier_stat_result* out
   if (it == self->store->stored.end()) {
     return tier_set_error(error, TIER_NOT_FOUND, "scripted: absent");
   }
-  out->segment_count = static_cast<uint32_t>(it->second.table.size());
-  out->logical_bytes = out->stored_bytes = it->second.bytes;
+  it->second.FillStat(out, segments, capacity);
   out->estimated_restore_ns = static_cast<uint64_t>(it->second.bytes * self->restore_ns_per_byte);
-  for (uint32_t i = 0; i < capacity && i < it->second.table.size(); ++i) {
-    segments[i] = it->second.table[i];
-  }
   return TIER_OK;
 }
 
@@ -317,13 +298,7 @@ tier_status Spill(tier_instance* self, const tier_key* key, const tier_segment* 
   if (status != TIER_OK) return status;
   status = CheckAligned(self, segments, count, error);
   if (status != TIER_OK) return status;
-  Stored entry;
-  for (uint32_t i = 0; i < count; ++i) {
-    entry.table.push_back({segments[i].kind, segments[i].index, segments[i].length_bytes});
-    const auto* data = static_cast<const unsigned char*>(segments[i].data);
-    entry.data.emplace_back(data, data + segments[i].length_bytes);
-    entry.bytes += segments[i].length_bytes;
-  }
+  Stored entry = Stored::CopyOf(segments, count);
   const uint64_t bytes = entry.bytes;
   {
     std::lock_guard<std::mutex> lock(self->store->mutex);
@@ -427,18 +402,7 @@ tier_status Enumerate(tier_instance* self, tier_enumerate_fn fn, void* user, tie
   if (fn == nullptr) return tier_set_error(error, TIER_INVALID_ARGUMENT, "enumerate");
   std::lock_guard<std::mutex> lock(self->store->mutex);
   for (const auto& [key, s] : self->store->stored) {
-    tier_entry e{};
-    e.struct_size = sizeof(e);
-    e.key = key;
-    e.segment_count = static_cast<uint32_t>(s.table.size());
-    e.logical_bytes = e.stored_bytes = s.bytes;
-    e.segments = s.table.data();
-    for (size_t j = 0; j < s.table.size(); ++j) {
-      if (s.table[j].kind == TIER_SEGMENT_MANIFEST) {
-        e.manifest = s.data[j].data();
-        e.manifest_bytes = s.data[j].size();
-      }
-    }
+    const tier_entry e = s.Entry(key, sizeof(tier_entry));
     if (fn(user, &e) != 0) break;
   }
   return TIER_OK;

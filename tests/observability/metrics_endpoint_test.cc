@@ -40,18 +40,10 @@ class HeldConnections {
   }
   // Connects to 127.0.0.1:port and sends `prefix` (maybe nothing); false when it cannot.
   bool Open(int port, const std::string& prefix) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    std::string error;
+    const int fd = ConnectLoopback(port, 20, &error);
     if (fd < 0) return false;
     fds_.push_back(fd);
-    timeval tv{};
-    tv.tv_sec = 20;
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) return false;
     return prefix.empty() || ::send(fd, prefix.data(), prefix.size(), MSG_NOSIGNAL) ==
                                  static_cast<ssize_t>(prefix.size());
   }

@@ -177,12 +177,11 @@ int MetricsPortFromLog(const std::string& log) {
   return std::regex_search(log, match, at) ? std::stoi(match[1].str()) : 0;
 }
 
-HttpResponse HttpGet(int port, const std::string& target, double timeout_s) {
-  HttpResponse response;
+int ConnectLoopback(int port, double timeout_s, std::string* error) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    response.error = std::string("socket: ") + std::strerror(errno);
-    return response;
+    *error = std::string("socket: ") + std::strerror(errno);
+    return -1;
   }
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(timeout_s);
@@ -194,10 +193,19 @@ HttpResponse HttpGet(int port, const std::string& target, double timeout_s) {
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   address.sin_port = htons(static_cast<uint16_t>(port));
   if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    response.error = "connect 127.0.0.1:" + std::to_string(port) + ": " + std::strerror(errno);
+    const int connect_errno = errno;
+    *error = "connect 127.0.0.1:" + std::to_string(port) + ": " + std::strerror(connect_errno);
     ::close(fd);
-    return response;
+    errno = connect_errno;
+    return -1;
   }
+  return fd;
+}
+
+HttpResponse HttpGet(int port, const std::string& target, double timeout_s) {
+  HttpResponse response;
+  const int fd = ConnectLoopback(port, timeout_s, &response.error);
+  if (fd < 0) return response;
   const std::string request =
       "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n\r\n";
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=

@@ -62,6 +62,10 @@ int FreeLoopbackPort();
 // The port in tier-host's "metrics at http://127.0.0.1:PORT/metrics" log line, 0 when absent.
 int MetricsPortFromLog(const std::string& log);
 
+// A TCP connection to 127.0.0.1:`port` whose sends and receives time out after `timeout_s`: its
+// fd, or -1 with errno as the failed call left it, why in *error, and nothing left open.
+int ConnectLoopback(int port, double timeout_s, std::string* error);
+
 struct HttpResponse {
   int status = 0;  // HTTP status, 0 when there was no answer
   std::string body;

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <random>
 #include <stdexcept>
 
 namespace tier::powerloss::test {
@@ -39,24 +38,6 @@ std::string ScratchDir::Sub(const std::string& name) const {
   const std::string p = path_ + "/" + name;
   ::mkdir(p.c_str(), 0700);
   return p;
-}
-
-uint64_t EnvOr(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : fallback;
-}
-
-uint64_t RandomSeed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) | rd();
-}
-
-std::string SelfExe() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return "";
-  path[n] = '\0';
-  return path;
 }
 
 }  // namespace tier::powerloss::test

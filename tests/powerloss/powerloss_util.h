@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "test_support.h"
+
 namespace tier::powerloss::test {
 
 // A fresh directory under /dev/shm (or TMPDIR, or /tmp), removed with its contents at destruction.
@@ -23,9 +25,9 @@ class ScratchDir {
   std::string path_;
 };
 
-// The value of environment variable `name` as an unsigned number, or `fallback` when unset.
-uint64_t EnvOr(const char* name, uint64_t fallback);
-uint64_t RandomSeed();
-std::string SelfExe();
+// Environment knobs, seeds, the executable's path: the suites' shared ones (test_support.h).
+using ::tier::test::EnvOr;
+using ::tier::test::RandomSeed;
+using ::tier::test::SelfExe;
 
 }  // namespace tier::powerloss::test

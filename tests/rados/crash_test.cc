@@ -8,14 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <fstream>
-#include <mutex>
 #include <set>
 #include <thread>
 
 #include "checkpoint_bytes.h"
 #include "format.h"
+#include "held_hook.h"
 #include "rados_provider.h"
 #include "rados_test_env.h"
 
@@ -25,12 +24,6 @@ namespace {
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-KeyBytes Bytes(const tier_key& key) {
-  KeyBytes k;
-  std::copy(key.bytes, key.bytes + TIER_KEY_BYTES, k.begin());
-  return k;
 }
 
 uint64_t UnixNowNs() {
@@ -69,7 +62,8 @@ TEST(RadosCrash, KilledSpillLeavesWholeCheckpointsAndTheSweepRemovesOnlyTheDeadS
       if (out.find("spilled " + std::to_string(i) + " ") != std::string::npos) continue;
       ::kill(pid, SIGSTOP);
       std::this_thread::sleep_for(std::chrono::milliseconds(500));  // operations in flight land
-      const std::string hex = Hex(Bytes(KeyFromText("crash/" + std::to_string(i))));
+      const tier_key key = KeyFromText("crash/" + std::to_string(i));
+      const std::string hex = Hex(ToKey(&key));
       bool chunk = false, header = false;
       for (const std::string& name : admin.value()->List(rns)) {
         chunk |= name.rfind("c." + hex, 0) == 0;
@@ -88,7 +82,8 @@ TEST(RadosCrash, KilledSpillLeavesWholeCheckpointsAndTheSweepRemovesOnlyTheDeadS
   const uint64_t killed_at_ns = UnixNowNs();
   EXPECT_EQ(WaitWorker(pid, 10), 128 + SIGKILL);
   const std::string out = ReadFile(tmp.path() + "/worker.out");
-  const std::string dead_hex = Hex(Bytes(KeyFromText("crash/" + std::to_string(killed_index))));
+  const tier_key dead_key = KeyFromText("crash/" + std::to_string(killed_index));
+  const std::string dead_hex = Hex(ToKey(&dead_key));
 
   // A server that was open all along (it does not sweep: it opened before the crash) sees only
   // whole checkpoints: every completed one restores exactly, the killed one is not there.
@@ -105,7 +100,6 @@ TEST(RadosCrash, KilledSpillLeavesWholeCheckpointsAndTheSweepRemovesOnlyTheDeadS
     ASSERT_EQ(d.status, TIER_OK) << "crash/" << i << ": " << d.message;
     EXPECT_TRUE(cp.Matches()) << "crash/" << i;
   }
-  const tier_key dead_key = KeyFromText("crash/" + std::to_string(killed_index));
   EXPECT_EQ(observer.value()->Stat(dead_key).status().code(), TIER_NOT_FOUND);
   auto probe = observer.value()->Probe({dead_key});
   ASSERT_TRUE(probe.ok());
@@ -173,60 +167,26 @@ TEST(RadosCrash, WriterHeldPastItsLeaseWithdrawsItsHeaderInsteadOfPublishingInto
   ASSERT_TRUE(admin.ok()) << admin.status().ToString();
   const std::string ns = UniqueNamespace("crash-held");
   const std::string rados_ns = RadosNamespaceOf(ns);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool held = false, release = false;
+  HeldHook hold;
   RadosHooks hooks;
-  hooks.before_publish = [&](const KeyBytes&) {
-    std::unique_lock lock(mu);
-    held = true;
-    cv.notify_all();
-    cv.wait_for(lock, std::chrono::seconds(60), [&] { return release; });
-  };
+  hooks.before_publish = hold.Hook();
   MetricsRegistry registry;
   HostServices services(&registry);
   const ProviderOptions options =
       Options(c, {{"lease_grace_s", std::to_string(kGraceS)}, {"op_timeout_s", "3"}});
-  std::vector<tier_option> raw;
-  for (const auto& [k, v] : options) raw.push_back({k.c_str(), v.c_str()});
-  auto writer = RadosProvider::Open(services.table(), ns, raw, hooks);
+  auto writer = OpenHooked(services, ns, options, hooks);
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-  // However the test ends, the hold ends before the writer closes.
-  struct Release {
-    std::mutex& mu;
-    std::condition_variable& cv;
-    bool& release;
-    ~Release() {
-      {
-        std::lock_guard lock(mu);
-        release = true;
-      }
-      cv.notify_all();
-    }
-  } release_at_exit{mu, cv, release};
+  const HeldHook::Guard release_at_exit = hold.ReleaseAtExit();  // before the writer closes
   Checkpoint cp = MakeCheckpoint("held-writer", 3000000);
   Provider::Pending pending;
   const std::vector<tier_segment> segments = cp.Segments();
   ASSERT_TRUE((*writer)
-                  ->Spill(
-                      &cp.key, segments.data(), static_cast<uint32_t>(segments.size()),
-                      [](void* user, const tier_completion* done) {
-                        auto* p = static_cast<Provider::Pending*>(user);
-                        std::lock_guard lock(p->mu);
-                        p->done.status = done->status;
-                        p->done.message = done->message != nullptr ? done->message : "";
-                        ++p->calls;
-                        p->cv.notify_all();
-                      },
-                      &pending)
+                  ->Spill(&cp.key, segments.data(), static_cast<uint32_t>(segments.size()),
+                          Provider::Pending::Complete, &pending)
                   .ok());
-  {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return held; }))
-        << "the spill never reached its publish";
-  }
+  ASSERT_TRUE(hold.WaitHeld(60)) << "the spill never reached its publish";
   // Held past the grace, as far as the fleet can tell: its lease says it was refreshed long ago.
-  const std::string prefix = "l." + Hex(Bytes(cp.key)) + ".";
+  const std::string prefix = "l." + Hex(ToKey(&cp.key)) + ".";
   std::string lease;
   for (const std::string& name : admin.value()->List(rados_ns)) {
     if (name.rfind(prefix, 0) == 0) lease = name;
@@ -236,18 +196,14 @@ TEST(RadosCrash, WriterHeldPastItsLeaseWithdrawsItsHeaderInsteadOfPublishingInto
   // Another server's sweep (the one at its open) removes the lease and the chunks.
   auto sweeper = Provider::Open(ns, options);
   ASSERT_TRUE(sweeper.ok()) << sweeper.status().ToString();
-  const std::string chunk_prefix = "c." + Hex(Bytes(cp.key)) + ".";
+  const std::string chunk_prefix = "c." + Hex(ToKey(&cp.key)) + ".";
   ASSERT_TRUE(Eventually(30, [&] {
     for (const std::string& name : admin.value()->List(rados_ns)) {
       if (name.rfind(chunk_prefix, 0) == 0 || name == lease) return false;
     }
     return true;
   })) << "the sweep did not remove the held spill's chunks and lease";
-  {
-    std::lock_guard lock(mu);
-    release = true;
-  }
-  cv.notify_all();
+  hold.Release();
   ASSERT_TRUE(pending.Wait(60)) << "the held spill never completed";
   EXPECT_NE(pending.done.status, TIER_OK)
       << "a spill whose chunks were swept reported OK: " << pending.done.message;

@@ -28,27 +28,6 @@ double SecondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Restarts the OSD when a test that killed it ends, however it ends.
-class OsdGuard {
- public:
-  explicit OsdGuard(const ClusterInfo& c) : c_(c) {}
-  ~OsdGuard() { Restart(); }
-  ::tier::test::CommandResult Kill() {
-    killed_ = true;
-    return ClusterScript(c_, "kill-osd");
-  }
-  void Restart() {
-    if (!killed_) return;
-    killed_ = false;
-    const auto r = ClusterScript(c_, "start-osd");
-    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  }
-
- private:
-  ClusterInfo c_;
-  bool killed_ = false;
-};
-
 ProviderOptions FaultOptions(const ClusterInfo& c) {
   return Options(c, {{"op_timeout_s", std::to_string(kOpTimeoutS)},
                      {"lease_grace_s", "8"},

@@ -10,13 +10,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "checkpoint_bytes.h"
 #include "fleet.h"
 #include "format.h"
+#include "held_hook.h"
 #include "rados_provider.h"
 #include "rados_test_env.h"
 
@@ -175,60 +175,28 @@ TEST(RadosFleetBudget, CheckpointBeingRestoredIsNeverEvicted) {
   ASSERT_TRUE(admin.ok()) << admin.status().ToString();
   const std::string ns = UniqueNamespace("fleet-pinned");
   const std::string rados_ns = RadosNamespaceOf(ns);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool held = false, release = false;
+  HeldHook hold;
   RadosHooks hooks;
-  hooks.restore_pinned = [&](const KeyBytes&) {
-    std::unique_lock lock(mu);
-    held = true;
-    cv.notify_all();
-    cv.wait_for(lock, std::chrono::seconds(60), [&] { return release; });
-  };
+  hooks.restore_pinned = hold.Hook();
   MetricsRegistry registry;
   HostServices services(&registry);
   const ProviderOptions options = FleetOptions(c);
-  std::vector<tier_option> raw;
-  for (const auto& [k, v] : options) raw.push_back({k.c_str(), v.c_str()});
-  auto a = RadosProvider::Open(services.table(), ns, raw, hooks);
+  auto a = OpenHooked(services, ns, options, hooks);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   auto b = Provider::Open(ns, options);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
-  struct Release {
-    std::mutex& mu;
-    std::condition_variable& cv;
-    bool& release;
-    ~Release() {
-      {
-        std::lock_guard lock(mu);
-        release = true;
-      }
-      cv.notify_all();
-    }
-  } release_at_exit{mu, cv, release};
+  const HeldHook::Guard release_at_exit = hold.ReleaseAtExit();  // before `a` closes
 
   Checkpoint oldest = MakeCheckpoint("oldest", kKvBytes);
   ASSERT_EQ((*b)->Spill(oldest.key, oldest.Segments()).status, TIER_OK);
   Checkpoint into = oldest;
   const std::vector<tier_segment> targets = into.EmptySegments();
   Provider::Pending pending;
-  ASSERT_EQ((*a)->Restore(
-                    &oldest.key, targets.data(), static_cast<uint32_t>(targets.size()),
-                    [](void* user, const tier_completion* done) {
-                      auto* p = static_cast<Provider::Pending*>(user);
-                      std::lock_guard lock(p->mu);
-                      p->done.status = done->status;
-                      p->done.message = done->message ? done->message : "";
-                      ++p->calls;
-                      p->cv.notify_all();
-                    },
-                    &pending)
+  ASSERT_EQ((*a)->Restore(&oldest.key, targets.data(), static_cast<uint32_t>(targets.size()),
+                          Provider::Pending::Complete, &pending)
                 .code(),
             TIER_OK);
-  {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return held; }));
-  }
+  ASSERT_TRUE(hold.WaitHeld(30));
   // Twice the budget through B: every spill admitted, by evicting everything but the pinned one.
   const int count = static_cast<int>(2 * kBudgetBytes / kKvBytes);
   for (int i = 0; i < count; ++i) {
@@ -242,11 +210,7 @@ TEST(RadosFleetBudget, CheckpointBeingRestoredIsNeverEvicted) {
   Checkpoint first = MakeCheckpoint("filler/0", kKvBytes);
   EXPECT_EQ(std::find(names.begin(), names.end(), HeaderName(ToKey(&first.key))), names.end())
       << "the least recently used unpinned checkpoint should have gone";
-  {
-    std::lock_guard lock(mu);
-    release = true;
-  }
-  cv.notify_all();
+  hold.Release();
   ASSERT_TRUE(pending.Wait(30));
   EXPECT_EQ(pending.done.status, TIER_OK) << pending.done.message;
   EXPECT_TRUE(into.Matches());

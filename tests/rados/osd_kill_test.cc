@@ -94,27 +94,6 @@ class Server {
   std::thread thread_;
 };
 
-// Restarts the OSD when the test ends, however it ends.
-class OsdGuard {
- public:
-  explicit OsdGuard(const ClusterInfo& c) : c_(c) {}
-  ~OsdGuard() { Restart(); }
-  ::tier::test::CommandResult Kill() {
-    killed_ = true;
-    return ClusterScript(c_, "kill-osd");
-  }
-  void Restart() {
-    if (!killed_) return;
-    killed_ = false;
-    const auto r = ClusterScript(c_, "start-osd");
-    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  }
-
- private:
-  ClusterInfo c_;
-  bool killed_ = false;
-};
-
 TEST(RadosPowerLoss, OsdSigkilledDuringTwoServersSpillsAndRestoresLosesNothingCompleted) {
   ClusterInfo c;
   RADOS_REQUIRE_CLUSTER(c);

@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -115,20 +117,16 @@ void Provider::Close() {
   instance_ = nullptr;
 }
 
-namespace {
-
-void Callback(void* user, const tier_completion* c) {
+void Provider::Pending::Complete(void* user, const tier_completion* c) {
   auto* p = static_cast<Provider::Pending*>(user);
   std::lock_guard lock(p->mu);
   p->done.status = c->status;
-  p->done.message = c->message;
+  p->done.message = c->message != nullptr ? c->message : "";
   p->done.logical_bytes = c->logical_bytes;
   p->done.stored_bytes = c->stored_bytes;
   ++p->calls;
   p->cv.notify_all();
 }
-
-}  // namespace
 
 bool Provider::Pending::Wait(double timeout_s) {
   std::unique_lock lock(mu);
@@ -139,8 +137,9 @@ bool Provider::Pending::Wait(double timeout_s) {
 tier_status Provider::SpillAsync(const tier_key& key, std::vector<tier_segment> segments,
                                  Pending* p) {
   tier_error error{};
-  const tier_status s = table()->spill(instance_, &key, segments.data(),
-                                       static_cast<uint32_t>(segments.size()), Callback, p, &error);
+  const tier_status s =
+      table()->spill(instance_, &key, segments.data(), static_cast<uint32_t>(segments.size()),
+                     Pending::Complete, p, &error);
   if (s != TIER_OK) p->done = {s, error.message, 0, 0};
   return s;
 }
@@ -150,7 +149,7 @@ tier_status Provider::RestoreAsync(const tier_key& key, std::vector<tier_segment
   tier_error error{};
   const tier_status s =
       table()->restore(instance_, &key, segments.data(), static_cast<uint32_t>(segments.size()),
-                       Callback, p, &error);
+                       Pending::Complete, p, &error);
   if (s != TIER_OK) p->done = {s, error.message, 0, 0};
   return s;
 }
@@ -431,6 +430,18 @@ int WaitWorker(int pid, int timeout_s) {
 
 ::tier::test::CommandResult ClusterScript(const ClusterInfo& c, const std::string& subcommand) {
   return ::tier::test::RunCommand({"/bin/bash", TIER_CEPH_CLUSTER_SCRIPT, subcommand, c.dir});
+}
+
+::tier::test::CommandResult OsdGuard::Kill() {
+  killed_ = true;
+  return ClusterScript(c_, "kill-osd");
+}
+
+void OsdGuard::Restart() {
+  if (!killed_) return;
+  killed_ = false;
+  const auto r = ClusterScript(c_, "start-osd");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
 }
 
 bool Eventually(double timeout_s, const std::function<bool()>& condition) {

@@ -89,6 +89,8 @@ class Provider {
     Done done;
     // Waits up to `timeout_s`; true once the callback ran.
     bool Wait(double timeout_s);
+    // The completion callback (tier_done_fn) that fills the Pending at `user`.
+    static void Complete(void* user, const tier_completion* c);
   };
   tier_status SpillAsync(const tier_key& key, std::vector<tier_segment> segments, Pending* p);
   tier_status RestoreAsync(const tier_key& key, std::vector<tier_segment> segments, Pending* p);
@@ -162,6 +164,21 @@ int WaitWorker(int pid, int timeout_s);
 
 // ceph-cluster.sh SUBCOMMAND on the fixture cluster (kill-osd, start-osd), waited for.
 ::tier::test::CommandResult ClusterScript(const ClusterInfo& c, const std::string& subcommand);
+
+// Restarts the fixture cluster's OSD when a test that killed it ends, however it ends.
+class OsdGuard {
+ public:
+  explicit OsdGuard(const ClusterInfo& c) : c_(c) {}
+  ~OsdGuard() { Restart(); }
+  OsdGuard(const OsdGuard&) = delete;
+  OsdGuard& operator=(const OsdGuard&) = delete;
+  ::tier::test::CommandResult Kill();  // ceph-cluster.sh kill-osd
+  void Restart();                      // start-osd (expected to succeed) once killed; else nothing
+
+ private:
+  ClusterInfo c_;
+  bool killed_ = false;
+};
 
 // Polls `condition` every 100 ms for up to `timeout_s`; true once it holds.
 bool Eventually(double timeout_s, const std::function<bool()>& condition);

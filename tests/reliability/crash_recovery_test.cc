@@ -7,33 +7,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <string>
 
 #include "crash_loop.h"
 #include "disk_test_util.h"
+#include "test_support.h"
 
 namespace tier::disk::test {
 
 namespace {
 
-std::string SelfExe() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return "";
-  path[n] = '\0';
-  return path;
-}
-
-uint64_t RandomSeed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) | rd();
-}
-
-uint64_t EnvOr(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : fallback;
-}
+using ::tier::test::EnvOr;
+using ::tier::test::RandomSeed;
+using ::tier::test::SelfExe;
 
 // Kill times are random on purpose (new interleavings every run); the seed is printed, and
 // TIER_CRASH_SEED=<seed> replays a failing run.

@@ -122,14 +122,7 @@ const tier_provider kTable = {TIER_PROVIDER_V1_0_SIZE,
                               nullptr};
 
 void CallDone(tier_done_fn done, void* user, tier_status status, uint64_t bytes) {
-  tier_completion c{};
-  c.struct_size = sizeof(c);
-  c.status = status;
-  c.message = status == TIER_OK ? "" : "sim: scripted failure";
-  c.logical_bytes = status == TIER_OK ? bytes : 0;
-  c.stored_bytes = status == TIER_OK ? bytes : 0;
-  c.duration_ns = 1000;
-  done(user, &c);
+  test::CompleteWith(done, user, status, bytes, "sim: scripted failure");
 }
 
 }  // namespace
@@ -309,13 +302,7 @@ void SimProvider::Complete(Pending p) {
         store_->entries.erase(it);
       }
     } else if (status == TIER_OK) {
-      ColdStore::Stored entry;
-      for (const tier_segment& s : p.segments) {
-        entry.table.push_back({s.kind, s.index, s.length_bytes});
-        const auto* data = static_cast<const unsigned char*>(s.data);
-        entry.data.emplace_back(data, data + s.length_bytes);
-        entry.bytes += s.length_bytes;
-      }
+      ColdStore::Stored entry = ColdStore::Stored::CopyOf(p.segments.data(), p.segments.size());
       bytes = entry.bytes;
       if (it != store_->entries.end()) {
         status = TIER_ALREADY_EXISTS;
@@ -381,12 +368,8 @@ tier_status SimProvider::Stat(const tier_key* key, tier_stat_result* out,
   std::lock_guard<std::mutex> lock(mu_);
   auto it = store_->entries.find(*key);
   if (it == store_->entries.end()) return tier_set_error(error, TIER_NOT_FOUND, "sim: absent");
-  out->segment_count = static_cast<uint32_t>(it->second.table.size());
-  out->logical_bytes = out->stored_bytes = it->second.bytes;
+  it->second.FillStat(out, segments, capacity);
   out->estimated_restore_ns = it->second.bytes / 100;
-  for (uint32_t i = 0; i < capacity && i < it->second.table.size(); ++i) {
-    segments[i] = it->second.table[i];
-  }
   return TIER_OK;
 }
 
@@ -402,18 +385,7 @@ tier_status SimProvider::Stats(tier_stats* out) {
 tier_status SimProvider::Enumerate(tier_enumerate_fn fn, void* user) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, s] : store_->entries) {
-    tier_entry e{};
-    e.struct_size = TIER_ENTRY_V1_0_SIZE;
-    e.key = key;
-    e.segment_count = static_cast<uint32_t>(s.table.size());
-    e.logical_bytes = e.stored_bytes = s.bytes;
-    e.segments = s.table.data();
-    for (size_t j = 0; j < s.table.size(); ++j) {
-      if (s.table[j].kind == TIER_SEGMENT_MANIFEST) {
-        e.manifest = s.data[j].data();
-        e.manifest_bytes = s.data[j].size();
-      }
-    }
+    const tier_entry e = s.Entry(key, TIER_ENTRY_V1_0_SIZE);
     if (fn(user, &e) != 0) break;
   }
   return TIER_OK;

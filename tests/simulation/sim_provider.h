@@ -16,6 +16,8 @@
 
 #include <tier_provider.h>
 
+#include "stored_checkpoint.h"
+
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -27,20 +29,10 @@
 
 namespace tier::simulation {
 
-struct KeyLess {
-  bool operator()(const tier_key& a, const tier_key& b) const {
-    return std::memcmp(a.bytes, b.bytes, TIER_KEY_BYTES) < 0;
-  }
-};
-
 // What the tier holds: kept by the run across the Host's close and reopen.
 struct ColdStore {
-  struct Stored {
-    std::vector<tier_segment_info> table;
-    std::vector<std::vector<unsigned char>> data;
-    uint64_t bytes = 0;
-  };
-  std::map<tier_key, Stored, KeyLess> entries;
+  using Stored = test::StoredCheckpoint;
+  std::map<tier_key, Stored, test::KeyLess> entries;
   uint64_t used_bytes = 0;
 };
 

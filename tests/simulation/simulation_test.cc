@@ -19,14 +19,12 @@
 
 #include "fuzz_target.h"
 #include "simulation.h"
+#include "test_support.h"
 
 namespace tier::simulation::test {
 namespace {
 
-uint64_t EnvOr(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : fallback;
-}
+using ::tier::test::EnvOr;
 
 class Simulation : public ::testing::Test {
  protected:

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <stdexcept>
 
 extern char** environ;
@@ -100,6 +101,24 @@ int CountLines(const std::string& text) {
     }
   }
   return lines + (content ? 1 : 0);
+}
+
+uint64_t EnvOr(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : fallback;
+}
+
+uint64_t RandomSeed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) | rd();
+}
+
+std::string SelfExe() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return "";
+  path[n] = '\0';
+  return path;
 }
 
 }  // namespace tier::test

@@ -1,7 +1,8 @@
-// test_support.h -- small helpers shared by the test suites: temporary directories and running a
-// command with its output captured.
+// test_support.h -- small helpers shared by the test suites: temporary directories, running a
+// command with its output captured, environment knobs, seeds and the test executable's path.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,13 @@ CommandResult RunCommand(const std::vector<std::string>& argv);
 
 // Number of non-empty lines in `text`.
 int CountLines(const std::string& text);
+
+// The value of environment variable `name` as an unsigned number, or `fallback` when it is unset
+// or empty (a test's knob: TIER_SIM_SEEDS, TIER_CRASH_KILLS, ...).
+uint64_t EnvOr(const char* name, uint64_t fallback);
+// 64 bits from std::random_device: a run's seed (print it, so the run can be replayed).
+uint64_t RandomSeed();
+// This executable's path (/proc/self/exe), or "" when it cannot be read.
+std::string SelfExe();
 
 }  // namespace tier::test
