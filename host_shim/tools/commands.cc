@@ -171,6 +171,7 @@ Result<sim::ReplayReport> ReplayOnce(const RunInputs& in) {
   options.engine = engine.value();
   options.device_capacity_bytes = device_bytes;
   options.host_capacity_bytes = config.host_kv_mib << 20;
+  options.tenant_share = config.tenant_share;
   options.bytes_scale = config.bytes_scale;
   options.kv_events = config.kv_events;
   options.encryption = config.encryption;

@@ -59,6 +59,10 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
   AddChecked(app, "--device-kv-mib", c.device_kv_mib,
              "Device budget for parked checkpoints, MiB (simulated without a GPU)",
              WholeInRange(0, kMaxBudgetMiB, "MiB", kMiB));
+  AddChecked(app, "--tenant-share", c.tenant_share,
+             "A tenant's fair share of each tier's budget, 0 to 1: pressure takes first from "
+             "tenants holding more (0 = off: value order alone)",
+             NumberInRange(0, 1, "of a tier"));
   AddChecked(app, "--max-concurrency", c.max_concurrency, "Lanes decoding at once",
              WholeInRange(1, 1024, "lanes"));
   app.add_option("--model-profile", c.model_profile,

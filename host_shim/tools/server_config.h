@@ -22,6 +22,7 @@ struct ServerConfig {
   std::optional<std::string> cold_kv_dir;  // --cold-kv-dir ("" = two tiers, no cold tier)
   double cold_kv_gib = 64;                 // --cold-kv-gib: the cold tier's logical budget
   uint64_t host_kv_mib = 16384;            // --host-kv-mib: pinned Host budget (logical)
+  double tenant_share = 0;                 // --tenant-share: HostOptions::tenant_share (0 = off)
   uint64_t device_kv_mib = 8192;           // --device-kv-mib: Device budget for parked checkpoints
   uint32_t max_concurrency = 2;            // --max-concurrency: lanes decoding at once
   std::string model_profile = "qwen3.8-27b-int8-rtx5090";

@@ -304,6 +304,22 @@ TEST(TierHostCli, TenantsKeepRestoresExactAndStopSharingAcrossTenants) {
   EXPECT_GT(roots(apart.out), roots(shared.out)) << "one tenant a session: nothing is shared";
 }
 
+// HostOptions::tenant_share through tier-host: a share in 0..1 runs (restores exact), one outside
+// is a usage error naming the flag.
+TEST(TierHostCli, TenantShareRunsWithinZeroToOneAndIsRefusedOutside) {
+  const CommandResult ok = RunCommand({TIER_HOST, "--bytes-scale", "1000", "--tier-plugin",
+                                       NULL_PLUGIN, "--tenant-share", "0.5", "replay", "--sessions",
+                                       "6", "--no-progress", "--tenants", "3"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("restore exact                     true"), std::string::npos) << ok.out;
+  for (const char* bad : {"1.5", "-0.1", "nan", "x"}) {
+    const CommandResult refused =
+        RunCommand({TIER_HOST, "--tier-plugin", NULL_PLUGIN, "--tenant-share", bad, "--check"});
+    EXPECT_EQ(refused.exit_code, 2) << bad << ": " << refused.err;
+    EXPECT_NE(refused.err.find("--tenant-share"), std::string::npos) << refused.err;
+  }
+}
+
 // Issue 26, 8: gc without a cold tier is a usage error; gc of a namespace nothing is stored under
 // says so (a wrong --namespace, --model-profile or --bytes-scale), and removes nothing.
 TEST(TierHostCli, GcWithoutAColdTierExits2AndAnEmptyNamespaceSaysSo) {
