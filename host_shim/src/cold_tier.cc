@@ -11,6 +11,17 @@ namespace {
 
 constexpr size_t kMaxQueuedCalls = 4096;
 
+// Answers a call once, on the scheduler thread, and destroys its closure there: what it holds (a
+// restore's staging copy, a spill's Host copy) is released now, not whenever the provider's thread
+// drops its last reference to the completion context (pinned memory a seal or a restore right
+// after would find still in use).
+template <typename T>
+void AnswerOnce(std::function<void(Answer<T>)>* slot, Answer<T> answer) {
+  std::function<void(Answer<T>)> done = std::move(*slot);
+  *slot = nullptr;
+  if (done) done(std::move(answer));
+}
+
 template <typename T>
 Answer<T> TimedOut(uint64_t timeout_ns) {
   Answer<T> answer{Status::IoError("no answer from the provider within " +
@@ -134,52 +145,64 @@ void ColdTier::PlanRestore(const tier_key& key, uint64_t predicted_prefill_ns, I
   auto shared = std::make_shared<Done<tier_plan>>(std::move(done));
   const uint64_t timeout = TimeoutOf(timeout_ns);
   const uint64_t id = Begin(
-      phase, [shared, timeout] { (*shared)(TimedOut<tier_plan>(timeout)); }, nullptr, timeout);
+      phase, [shared, timeout] { AnswerOnce(shared.get(), TimedOut<tier_plan>(timeout)); }, nullptr,
+      timeout);
   const bool queued = threads_->RunParallel([this, id, key, predicted_prefill_ns, shared] {
     Result<tier_plan> plan = instance_->PlanRestore(key, predicted_prefill_ns);
-    PostFinish(id, [shared, plan] { (*shared)({plan}); });
+    PostFinish(id, [shared, plan] { AnswerOnce(shared.get(), {plan}); });
   });
-  if (!queued) PostFinish(id, [shared] { (*shared)({Status::Busy("too many provider calls")}); });
+  if (!queued)
+    PostFinish(id,
+               [shared] { AnswerOnce(shared.get(), {Status::Busy("too many provider calls")}); });
 }
 
 void ColdTier::Probe(std::vector<tier_key> keys, IoPhase phase, Done<std::vector<uint8_t>> done) {
   auto shared = std::make_shared<Done<std::vector<uint8_t>>>(std::move(done));
   const uint64_t timeout = options_.timeout_ns;
   const uint64_t id = Begin(
-      phase, [shared, timeout] { (*shared)(TimedOut<std::vector<uint8_t>>(timeout)); }, nullptr, 0);
+      phase,
+      [shared, timeout] { AnswerOnce(shared.get(), TimedOut<std::vector<uint8_t>>(timeout)); },
+      nullptr, 0);
   const bool queued = threads_->RunParallel([this, id, keys = std::move(keys), shared] {
     Result<std::vector<uint8_t>> found = instance_->Probe(keys);
-    PostFinish(id, [shared, found] { (*shared)({found}); });
+    PostFinish(id, [shared, found] { AnswerOnce(shared.get(), {found}); });
   });
-  if (!queued) PostFinish(id, [shared] { (*shared)({Status::Busy("too many provider calls")}); });
+  if (!queued)
+    PostFinish(id,
+               [shared] { AnswerOnce(shared.get(), {Status::Busy("too many provider calls")}); });
 }
 
 void ColdTier::Stat(const tier_key& key, IoPhase phase, Done<StatResult> done) {
   auto shared = std::make_shared<Done<StatResult>>(std::move(done));
   const uint64_t timeout = options_.timeout_ns;
   const uint64_t id = Begin(
-      phase, [shared, timeout] { (*shared)(TimedOut<StatResult>(timeout)); }, nullptr, 0);
+      phase, [shared, timeout] { AnswerOnce(shared.get(), TimedOut<StatResult>(timeout)); },
+      nullptr, 0);
   const bool queued = threads_->RunParallel([this, id, key, shared] {
     Result<StatResult> stat = instance_->Stat(key);
     if (stat.ok() && options_.cipher != nullptr) PlainLengths(stat.value().segments);
-    PostFinish(id, [shared, stat] { (*shared)({stat}); });
+    PostFinish(id, [shared, stat] { AnswerOnce(shared.get(), {stat}); });
   });
-  if (!queued) PostFinish(id, [shared] { (*shared)({Status::Busy("too many provider calls")}); });
+  if (!queued)
+    PostFinish(id,
+               [shared] { AnswerOnce(shared.get(), {Status::Busy("too many provider calls")}); });
 }
 
 void ColdTier::Remove(const tier_key& key, IoPhase phase, Done<bool> done) {
   auto shared = std::make_shared<Done<bool>>(std::move(done));
   const uint64_t timeout = options_.timeout_ns;
   const uint64_t id = Begin(
-      phase, [shared, timeout] { (*shared)(TimedOut<bool>(timeout)); }, nullptr, 0);
+      phase, [shared, timeout] { AnswerOnce(shared.get(), TimedOut<bool>(timeout)); }, nullptr, 0);
   const bool queued = threads_->RunSerial([this, id, key, shared] {
     const Status removed = instance_->Remove(key);
     Result<bool> result = removed.ok()                       ? Result<bool>(true)
                           : removed.code() == TIER_NOT_FOUND ? Result<bool>(false)
                                                              : Result<bool>(removed);
-    PostFinish(id, [shared, result] { (*shared)({result}); });
+    PostFinish(id, [shared, result] { AnswerOnce(shared.get(), {result}); });
   });
-  if (!queued) PostFinish(id, [shared] { (*shared)({Status::Busy("too many provider calls")}); });
+  if (!queued)
+    PostFinish(id,
+               [shared] { AnswerOnce(shared.get(), {Status::Busy("too many provider calls")}); });
 }
 
 void ColdTier::Spill(const tier_key& key, std::vector<tier_segment> segments, IoPhase phase,
@@ -200,10 +223,10 @@ void ColdTier::SubmitAsync(Submit submit, const tier_key& key, std::vector<tier_
   auto shared = std::make_shared<Done<Completion>>(std::move(done));
   const uint64_t timeout = TimeoutOf(timeout_ns);
   const uint64_t id = Begin(
-      phase, [shared, timeout] { (*shared)(TimedOutCompletion(timeout)); }, std::move(settled),
-      timeout);
+      phase, [shared, timeout] { AnswerOnce(shared.get(), TimedOutCompletion(timeout)); },
+      std::move(settled), timeout);
   auto finish = [this, id, shared](const Completion& c) {
-    PostFinish(id, [shared, c] { (*shared)({c}); });
+    PostFinish(id, [shared, c] { AnswerOnce(shared.get(), {c}); });
   };
   const bool queued =
       threads_->RunSerial([this, submit, key, segments = std::move(segments), finish] {
