@@ -153,7 +153,10 @@ Result<std::shared_ptr<HostCopy>> Host::Impl::NewHostCopy(const CheckpointEntry&
   std::vector<uint64_t> sizes;
   for (const SegmentSpec& s : entry.segments) sizes.push_back(s.physical_bytes);
   auto copy = HostCopy::Allocate(arena_.get(), sizes);
-  if (!copy.ok() && releaser_->Pending()) {
+  if (!copy.ok()) {
+    // Copies let go of are freed on the releaser's thread: wait for those queued or being freed
+    // (nothing when none) and try again. Not only when Pending(): the release may have finished
+    // between the failed allocation and that check, and the memory be free by now.
     releaser_->Drain();
     copy = HostCopy::Allocate(arena_.get(), sizes);
   }
