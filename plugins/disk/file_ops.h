@@ -50,8 +50,9 @@ class FileOps {
   virtual int LStatAt(int dirfd, const char* name, struct stat* out);
 };
 
-// The real thing: thin wrappers over the system calls, EINTR retried.
-class PosixFileOps final : public FileOps {
+// The real thing: thin wrappers over the system calls, EINTR retried. Not final: a test that
+// changes one call derives from it and overrides that call only.
+class PosixFileOps : public FileOps {
  public:
   int OpenAt(int dirfd, const char* name, int flags, mode_t mode) override;
   int Close(int fd) override;

@@ -329,34 +329,12 @@ TEST(DiskPlugin, DirectIoProbeOnDevShm) {
 
 // A FileOps that refuses O_DIRECT opens with EINVAL, as tmpfs (before 6.6), overlayfs and some
 // network filesystems do.
-class NoDirectFileOps final : public FileOps {
+class NoDirectFileOps final : public PosixFileOps {
  public:
   int OpenAt(int dirfd, const char* name, int flags, mode_t mode) override {
     if (flags & O_DIRECT) return -EINVAL;
-    return real_.OpenAt(dirfd, name, flags, mode);
+    return PosixFileOps::OpenAt(dirfd, name, flags, mode);
   }
-  int Close(int fd) override { return real_.Close(fd); }
-  int64_t PRead(int fd, void* b, uint64_t l, uint64_t o) override {
-    return real_.PRead(fd, b, l, o);
-  }
-  int64_t PWrite(int fd, const void* b, uint64_t l, uint64_t o) override {
-    return real_.PWrite(fd, b, l, o);
-  }
-  int FDataSync(int fd) override { return real_.FDataSync(fd); }
-  int FSyncDir(int fd) override { return real_.FSyncDir(fd); }
-  int RenameNoReplace(int d, const char* f, const char* t) override {
-    return real_.RenameNoReplace(d, f, t);
-  }
-  int UnlinkAt(int d, const char* n, int f) override { return real_.UnlinkAt(d, n, f); }
-  int MkdirAt(int d, const char* n, mode_t m) override { return real_.MkdirAt(d, n, m); }
-  int FTruncate(int fd, uint64_t l) override { return real_.FTruncate(fd, l); }
-  int FStat(int fd, struct stat* s) override { return real_.FStat(fd, s); }
-  int FStatFs(int fd, struct statfs* s) override { return real_.FStatFs(fd, s); }
-  int ListDir(int d, std::vector<std::string>* n) override { return real_.ListDir(d, n); }
-  int LockExclusive(int fd) override { return real_.LockExclusive(fd); }
-
- private:
-  PosixFileOps real_;
 };
 
 TEST(DiskPlugin, DirectIoRefusedFallsBackToBuffered) {

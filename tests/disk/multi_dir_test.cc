@@ -243,7 +243,7 @@ TEST(DiskDirs, UnusableDirectoryIsSkippedAndCountedTheOthersServe) {
 
 // The real file system, except that once armed, creating a file in one directory (by inode)
 // fails EIO: a device that started failing while the provider runs.
-class FailCreatesInOneDir final : public FileOps {
+class FailCreatesInOneDir final : public PosixFileOps {
  public:
   void Arm(const std::string& dir) {
     struct stat st {};
@@ -256,37 +256,10 @@ class FailCreatesInOneDir final : public FileOps {
         st.st_ino == bad_ino_.load()) {
       return -EIO;
     }
-    return real_.OpenAt(dirfd, name, flags, mode);
+    return PosixFileOps::OpenAt(dirfd, name, flags, mode);
   }
-  int Close(int fd) override { return real_.Close(fd); }
-  int64_t PRead(int fd, void* buf, uint64_t n, uint64_t off) override {
-    return real_.PRead(fd, buf, n, off);
-  }
-  int64_t PWrite(int fd, const void* buf, uint64_t n, uint64_t off) override {
-    return real_.PWrite(fd, buf, n, off);
-  }
-  int FDataSync(int fd) override { return real_.FDataSync(fd); }
-  int FSyncDir(int dirfd) override { return real_.FSyncDir(dirfd); }
-  int RenameNoReplace(int dirfd, const char* from, const char* to) override {
-    return real_.RenameNoReplace(dirfd, from, to);
-  }
-  int UnlinkAt(int dirfd, const char* name, int flags) override {
-    return real_.UnlinkAt(dirfd, name, flags);
-  }
-  int MkdirAt(int dirfd, const char* name, mode_t mode) override {
-    return real_.MkdirAt(dirfd, name, mode);
-  }
-  int FTruncate(int fd, uint64_t n) override { return real_.FTruncate(fd, n); }
-  int FStat(int fd, struct stat* out) override { return real_.FStat(fd, out); }
-  int FStatFs(int fd, struct statfs* out) override { return real_.FStatFs(fd, out); }
-  int ListDir(int dirfd, std::vector<std::string>* names) override {
-    return real_.ListDir(dirfd, names);
-  }
-  int LockExclusive(int fd) override { return real_.LockExclusive(fd); }
-  int FAllocate(int fd, uint64_t n) override { return real_.FAllocate(fd, n); }
 
  private:
-  PosixFileOps real_;
   std::atomic<ino_t> bad_ino_{0};
 };
 

@@ -25,52 +25,27 @@ std::string PathOf(int fd) {
 }
 
 // Records every mkdir ("mkdir <parent>/<name>") and directory sync ("sync <dir>"), in order.
-class RecordingFileOps final : public disk::FileOps {
+class RecordingFileOps final : public disk::PosixFileOps {
  public:
   std::vector<std::string> calls() {
     std::lock_guard lock(mu_);
     return calls_;
   }
-  int OpenAt(int dirfd, const char* name, int flags, mode_t mode) override {
-    return real_.OpenAt(dirfd, name, flags, mode);
-  }
-  int Close(int fd) override { return real_.Close(fd); }
-  int64_t PRead(int fd, void* buf, uint64_t len, uint64_t off) override {
-    return real_.PRead(fd, buf, len, off);
-  }
-  int64_t PWrite(int fd, const void* buf, uint64_t len, uint64_t off) override {
-    return real_.PWrite(fd, buf, len, off);
-  }
-  int FDataSync(int fd) override { return real_.FDataSync(fd); }
   int FSyncDir(int dirfd) override {
     Record("sync " + PathOf(dirfd));
-    return real_.FSyncDir(dirfd);
-  }
-  int RenameNoReplace(int dirfd, const char* from, const char* to) override {
-    return real_.RenameNoReplace(dirfd, from, to);
-  }
-  int UnlinkAt(int dirfd, const char* name, int flags) override {
-    return real_.UnlinkAt(dirfd, name, flags);
+    return PosixFileOps::FSyncDir(dirfd);
   }
   int MkdirAt(int dirfd, const char* name, mode_t mode) override {
-    const int rc = real_.MkdirAt(dirfd, name, mode);
+    const int rc = PosixFileOps::MkdirAt(dirfd, name, mode);
     if (rc == 0) Record("mkdir " + PathOf(dirfd) + "/" + name);
     return rc;
   }
-  int FTruncate(int fd, uint64_t len) override { return real_.FTruncate(fd, len); }
-  int FStat(int fd, struct stat* out) override { return real_.FStat(fd, out); }
-  int FStatFs(int fd, struct statfs* out) override { return real_.FStatFs(fd, out); }
-  int ListDir(int dirfd, std::vector<std::string>* names) override {
-    return real_.ListDir(dirfd, names);
-  }
-  int LockExclusive(int fd) override { return real_.LockExclusive(fd); }
 
  private:
   void Record(std::string call) {
     std::lock_guard lock(mu_);
     calls_.push_back(std::move(call));
   }
-  disk::PosixFileOps real_;
   std::mutex mu_;
   std::vector<std::string> calls_;
 };
