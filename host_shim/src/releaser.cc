@@ -28,11 +28,6 @@ void Releaser::Drain() {
   drained_.wait(lock, [&] { return queue_.empty() && !busy_; });
 }
 
-bool Releaser::Pending() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return !queue_.empty() || busy_;
-}
-
 void Releaser::Run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {

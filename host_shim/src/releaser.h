@@ -27,8 +27,6 @@ class Releaser {
   std::shared_ptr<HostCopy> Own(std::unique_ptr<HostCopy> copy);
   // Blocks until everything handed over so far is destroyed. Owner's thread.
   void Drain();
-  // True while copies handed over are not yet destroyed (their memory is not back). Any thread.
-  bool Pending();
 
  private:
   void Run();

@@ -155,8 +155,8 @@ Result<std::shared_ptr<HostCopy>> Host::Impl::NewHostCopy(const CheckpointEntry&
   auto copy = HostCopy::Allocate(arena_.get(), sizes);
   if (!copy.ok()) {
     // Copies let go of are freed on the releaser's thread: wait for those queued or being freed
-    // (nothing when none) and try again. Not only when Pending(): the release may have finished
-    // between the failed allocation and that check, and the memory be free by now.
+    // (returns at once when none) and try again: a release that finished after the failed
+    // allocation has freed memory too.
     releaser_->Drain();
     copy = HostCopy::Allocate(arena_.get(), sizes);
   }
