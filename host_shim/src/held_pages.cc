@@ -4,6 +4,9 @@
 #include <tier/host/identity.h>
 #include <tier/host/log.h>
 #include <xxhash.h>
+#if TIER_HAVE_XXH3_DISPATCH
+#include <xxh_x86dispatch.h>  // XXH3_* become xxHash's AVX2/AVX-512 dispatcher: see CMakeLists.txt
+#endif
 
 #include "host_impl.h"
 

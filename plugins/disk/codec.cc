@@ -1,6 +1,9 @@
 #include "codec.h"
 
 #include <xxhash.h>
+#if TIER_HAVE_XXH3_DISPATCH
+#include <xxh_x86dispatch.h>  // XXH3_* become xxHash's AVX2/AVX-512 dispatcher: see CMakeLists.txt
+#endif
 #include <zstd.h>
 
 #include <algorithm>
