@@ -37,6 +37,14 @@ AlignedBuffer AllocateAligned(uint64_t bytes) {
   return AlignedBuffer(static_cast<uint8_t*>(p));
 }
 
+AlignedBuffer AllocateAlignedOrNull(uint64_t bytes) {
+  try {
+    return AllocateAligned(bytes);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+
 int OpenRegularFile(FileOps* ops, int dir_fd, const char* name, int flags) {
   const int fd = ops->OpenAt(dir_fd, name, flags | O_NONBLOCK, 0);  // a FIFO would block here
   if (fd < 0) return fd;

@@ -48,7 +48,8 @@ struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
 };
 using AlignedBuffer = std::unique_ptr<uint8_t, AlignedFree>;
-AlignedBuffer AllocateAligned(uint64_t bytes);  // zeroed; throws std::bad_alloc
+AlignedBuffer AllocateAligned(uint64_t bytes);        // zeroed; throws std::bad_alloc
+AlignedBuffer AllocateAlignedOrNull(uint64_t bytes);  // the same; nullptr when out of memory
 
 // Runs `task` on `queue`, or here when it cannot be queued (out of memory): a chunk's work is
 // never dropped, so its window always drains. Runner thread.

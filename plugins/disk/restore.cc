@@ -14,6 +14,8 @@
 #include <map>
 #include <new>
 
+#include "tier/check.h"
+
 #include "codec.h"
 #include "job.h"
 #include "scope_guard.h"
@@ -33,6 +35,9 @@ struct RestoreChunk {
   char* staging;  // nullptr: read straight into dst (raw chunk)
   uint64_t read_bytes;
   uint32_t kind, index, chunk;
+  // Set for a chunk larger than the pool's buffers (a file written with a larger chunk_kib):
+  // staging points into it instead of the pool.
+  AlignedBuffer own_staging = nullptr;
 };
 
 std::string ChunkName(const RestoreChunk* op) {
@@ -42,8 +47,8 @@ std::string ChunkName(const RestoreChunk* op) {
 
 void FinishChunk(RestoreChunk* op) {
   DiskProvider::ChunkWindow* window = op->window;
-  if (op->staging != nullptr) op->pool->Release(op->staging);
-  delete op;
+  if (op->staging != nullptr && op->own_staging == nullptr) op->pool->Release(op->staging);
+  delete op;  // frees own_staging
   window->End();
 }
 
@@ -335,10 +340,20 @@ bool DiskProvider::RestoreRun::SubmitChunk(const SegmentRecord& rec, uint32_t c,
   const bool zero_copy =
       ch->codec == kCodecRaw &&
       (!p_.io_path_.direct || (IsBlockAligned(dst + at_bytes) && length_bytes % kBlockBytes == 0));
-  window->WaitBelow(p_.options_.queue_depth);
-  char* staging = nullptr;
-  if (!zero_copy && (staging = p_.pool_->Acquire(stop)) == nullptr) return false;
   const uint64_t read_bytes = zero_copy ? length_bytes : AlignUp(ch->stored_bytes, kBlockBytes);
+  TIER_CHECK(read_bytes >= length_bytes || (!zero_copy && IsZstdCodec(ch->codec)));
+  // A file keeps the chunk size it was written with; one written with a larger chunk_kib than
+  // this open's has chunks the pool's buffers cannot hold. Those go through a buffer of their
+  // own, one at a time (the window idle first), so staging memory stays bounded per restore.
+  const bool oversize = !zero_copy && read_bytes > p_.pool_->buffer_bytes();
+  window->WaitBelow(oversize ? 1 : p_.options_.queue_depth);
+  AlignedBuffer own_staging = nullptr;
+  if (oversize && (own_staging = AllocateAlignedOrNull(read_bytes)) == nullptr) {
+    window->Fail(Status(TIER_INTERNAL, "disk: restore: out of memory"));
+    return false;
+  }
+  char* staging = reinterpret_cast<char*>(own_staging.get());
+  if (!zero_copy && !oversize && (staging = p_.pool_->Acquire(stop)) == nullptr) return false;
   auto* op = new (std::nothrow)
       RestoreChunk{window,
                    p_.pool_.get(),
@@ -351,9 +366,10 @@ bool DiskProvider::RestoreRun::SubmitChunk(const SegmentRecord& rec, uint32_t c,
                    read_bytes,
                    rec.kind,
                    rec.index,
-                   c};
+                   c,
+                   std::move(own_staging)};
   if (op == nullptr) {
-    if (staging != nullptr) p_.pool_->Release(staging);
+    if (staging != nullptr && !oversize) p_.pool_->Release(staging);
     window->Fail(Status(TIER_INTERNAL, "disk: restore: out of memory"));
     return false;
   }

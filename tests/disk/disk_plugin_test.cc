@@ -154,6 +154,31 @@ TEST(DiskPlugin, RestartPersistence) {
   EXPECT_TRUE(tb.Equals(b));
 }
 
+// `chunk_kib` is an open option, not a property of the directory: a file keeps the chunk size it
+// was written with. Reopened with smaller chunks (so smaller staging buffers), its chunks still
+// restore byte-exact through staging (misaligned targets, compressed chunks), never past a buffer.
+TEST(DiskPlugin, ChunksLargerThanTodaysChunkSizeRestoreAfterReopen) {
+  TempDir tmp;
+  const std::string dir = tmp.Sub("tier");
+  Checkpoint cp = StandardCheckpoint(21, 16);
+  {
+    FakeHost host;
+    auto p = MustOpen(host, BaseOptions(dir).Set("chunk_kib", "4096").Set("compression", "zstd"));
+    ASSERT_TRUE(p);
+    ASSERT_EQ(SpillSync(*p, MakeKey(21), cp).status, TIER_OK);
+    p->Close();
+  }
+  FakeHost host;
+  auto p = MustOpen(host, BaseOptions(dir).Set("chunk_kib", "64").Set("staging_mib", "1"));
+  ASSERT_TRUE(p);
+  for (uint64_t misalign : {0, 1}) {
+    RestoreTarget target = MakeTarget(cp, misalign);
+    Done restored = RestoreSync(*p, MakeKey(21), target);
+    ASSERT_EQ(restored.status, TIER_OK) << restored.message << " (misalign " << misalign << ")";
+    EXPECT_TRUE(target.Equals(cp)) << "misalign " << misalign;
+  }
+}
+
 TEST(DiskPlugin, BudgetIsExactAndNeverEvicts) {
   TempDir tmp;
   Checkpoint cp = StandardCheckpoint(20, 1);
