@@ -179,6 +179,36 @@ TEST(DiskPlugin, ChunksLargerThanTodaysChunkSizeRestoreAfterReopen) {
   }
 }
 
+// `direct_io` is an open option too: files written through the page cache restore with O_DIRECT
+// after a reopen and the other way round, aligned or not.
+TEST(DiskPlugin, FilesRestoreAfterReopenWithTheOtherIoPath) {
+  for (const char* written_with : {"off", "on"}) {
+    TempDir tmp;
+    const std::string dir = tmp.Sub("tier");
+    Checkpoint cp = StandardCheckpoint(22, 4);
+    cp.Add(TIER_SEGMENT_OTHER, 7, RandomBytes(5000, 3));  // not a multiple of 4 KiB
+    {
+      FakeHost host;
+      auto p = MustOpen(host, BaseOptions(dir).Set("direct_io", written_with));
+      ASSERT_TRUE(p);
+      ASSERT_EQ(SpillSync(*p, MakeKey(22), cp).status, TIER_OK);
+      p->Close();
+    }
+    FakeHost host;
+    const bool was_on = std::string(written_with) == "on";
+    auto p = MustOpen(host, BaseOptions(dir).Set("direct_io", was_on ? "off" : "on"));
+    ASSERT_TRUE(p);
+    for (uint64_t misalign : {0, 1}) {
+      RestoreTarget target = MakeTarget(cp, misalign);
+      Done restored = RestoreSync(*p, MakeKey(22), target);
+      ASSERT_EQ(restored.status, TIER_OK)
+          << restored.message << " (written with direct_io=" << written_with << ", misalign "
+          << misalign << ")";
+      EXPECT_TRUE(target.Equals(cp)) << written_with << " " << misalign;
+    }
+  }
+}
+
 TEST(DiskPlugin, BudgetIsExactAndNeverEvicts) {
   TempDir tmp;
   Checkpoint cp = StandardCheckpoint(20, 1);
