@@ -21,6 +21,7 @@
 #include "compression_policy.h"
 #include "job.h"
 #include "scope_guard.h"
+#include "tier/check.h"
 
 namespace tier::disk {
 namespace {
@@ -76,6 +77,7 @@ uint64_t StageChunk(SpillChunk* op, uint32_t* codec) {
   } else {
     std::memcpy(op->staging, op->src, op->length_bytes);
   }
+  TIER_CHECK(stored_bytes <= padded_bytes);  // a frame is kept only where it fits the staging
   std::memset(op->staging + stored_bytes, 0, AlignUp(stored_bytes, kBlockBytes) - stored_bytes);
   return stored_bytes;
 }
@@ -96,6 +98,9 @@ void SpillChunkWork(SpillChunk* op) {
   op->record->codec = codec;
   op->record->stored_bytes = static_cast<uint32_t>(stored_bytes);
   op->record->file_offset = op->next_offset_bytes->fetch_add(AlignUp(stored_bytes, kBlockBytes));
+  TIER_CHECK(op->record->file_offset % kBlockBytes == 0);
+  TIER_CHECK(op->write_bytes >= stored_bytes &&
+             op->write_bytes <= AlignUp(stored_bytes, kBlockBytes));
   IoRequest request;
   request.kind = IoKind::kWrite;
   request.fd = op->fd;
@@ -340,6 +345,7 @@ bool DiskProvider::SpillRun::SubmitChunk(size_t s, uint32_t c, ChunkWindow* wind
   const SegmentRecord& rec = header_.segments[s];
   const uint64_t at_bytes = uint64_t{c} * header_.chunk_bytes;
   const uint8_t* src = static_cast<const uint8_t*>(seg.data) + at_bytes;
+  TIER_CHECK(c < rec.chunk_count && at_bytes < seg.length_bytes);
   const uint64_t length_bytes =
       std::min<uint64_t>(header_.chunk_bytes, seg.length_bytes - at_bytes);
   const bool zero_copy =
@@ -375,12 +381,20 @@ bool DiskProvider::SpillRun::SubmitChunk(size_t s, uint32_t c, ChunkWindow* wind
 // Header last: a file whose header does not verify is never served.
 Status DiskProvider::SpillRun::WriteHeader() {
   header_.file_bytes = next_offset_bytes_.load();
+  uint64_t data_bytes = 0;
   for (SegmentRecord& rec : header_.segments) {
     rec.stored_bytes = 0;
     for (uint32_t c = 0; c < rec.chunk_count; ++c) {
       rec.stored_bytes += AlignUp(header_.chunks[rec.first_chunk + c].stored_bytes, kBlockBytes);
     }
+    data_bytes += rec.stored_bytes;
   }
+  // Every chunk was written (WriteChunks returned OK): their padded lengths tile the data region.
+  TIER_CHECK_MSG(header_.data_offset + data_bytes == header_.file_bytes,
+                 "data offset %llu + chunks %llu != file %llu",
+                 static_cast<unsigned long long>(header_.data_offset),
+                 static_cast<unsigned long long>(data_bytes),
+                 static_cast<unsigned long long>(header_.file_bytes));
   AlignedBuffer buffer = AllocateAligned(header_.data_offset);
   EncodeHeader(header_, {buffer.get(), header_.data_offset});
   const int64_t n = SyncIo(p_.backend_.get(), IoRequest{IoKind::kWrite, fd_, buffer.get(),
