@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libbenchmark-dev                    # tests and microbenchmarks
   prometheus                                       # tests/observability: prometheus, promtool (own loopback ports; the packaged service is not used)
   clang libclang-rt-14-dev clang-format            # tests/run-fuzz.sh: libFuzzer; Style.ClangFormatClean
-  e2fsprogs mount                                  # FaultInjection: a full ext4 loop image
+  e2fsprogs mount                                  # FullFilesystem: a full ext4 loop image
   libfuse3-dev fuse3                               # tests/powerloss: the fault-injecting FUSE filesystem (libfuse3; fuse3 brings fusermount3 and /etc/fuse.conf); no packaged tool models power loss (LazyFS is not in Debian 12)
   librados-dev                                     # plugins/rados: the shared cold tier on Ceph RADOS
   libzmq3-dev libmsgpack-dev                       # host: KV events (ZeroMQ PUB/ROUTER, msgpack-c's packer)

@@ -103,7 +103,7 @@ asan_exclude="^OutOfTree\.|^SdkPackage\.|^ProviderSymbols\.|^Replay\.MooncakeTra
 # providers that complete late, never, or from their own threads.
 tsan_targets=(tier_disk tier_disk_tests tier_reliability_tests tier-conformance tier_host_tests
               tier_testprov_scripted tier_null tier_testprov_wrong_major)
-tsan_tests='^(DiskPlugin|DiskDirs|DiskAbi|FaultInjection|Stress|CrashRecovery|Security|HostAdmission|HostPressure|HostOpen|HostEngineContract|HostCloseFlush)\.|^conformance\.disk'
+tsan_tests='^(DiskPlugin|DiskDirs|DiskAbi|FaultInjection|FaultSweep|FullFilesystem|Stress|CrashRecovery|Security|HostAdmission|HostPressure|HostOpen|HostEngineContract|HostCloseFlush)\.|^conformance\.disk'
 # The seeded simulation of the Host (tests/simulation): the Host's call threads, the CPU engine's
 # worker and completions on foreign threads, all at once, on a small budget.
 tsan_targets+=(tier_simulation_tests tier_sim_bridge)

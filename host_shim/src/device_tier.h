@@ -7,7 +7,7 @@
 #pragma once
 
 #include <tier/device/transfer_engine.h>
-#include <tier/host/host.h>
+#include <tier/host/types.h>
 
 #include <cstdint>
 #include <map>

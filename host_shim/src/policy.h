@@ -1,4 +1,4 @@
-// policy.h -- the value order pressure walks across Device, Host and Cold (Policy in host.h).
+// policy.h -- the value order pressure walks across Device, Host and Cold (Policy in types.h).
 //
 // Lower value leaves first, in every tier, by one order:
 //   kLru:   last use (seal, admission, a re-seal of the same checkpoint, a prefetch).
@@ -9,11 +9,11 @@
 //   kValue: root prefill saved per logical byte (net of the restore from the tier it is in),
 //           times (1 + uses, or + the siblings a shared prefix seeded), aged by recency (divided
 //           by 1 + idle / half-life, the half-life the mean reuse gap seen so far), and a small
-//           fraction of that once superseded (ValueLevers in host.h say which parts are on).
+//           fraction of that once superseded (ValueLevers in types.h say which parts are on).
 // Scheduler thread (it is the Host's).
 #pragma once
 
-#include <tier/host/host.h>
+#include <tier/host/types.h>
 
 #include <cstdint>
 

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include <tier/host/host.h>
 #include <tier/host/metrics_registry.h>
+#include <tier/host/types.h>
 
 #include "catalog.h"
 

@@ -110,11 +110,11 @@ if [ -n "$nvcc" ]; then
     for a in ${archs//;/ }; do gencode+=("-gencode=arch=compute_$a,code=[sm_$a,compute_$a]"); done
     srcs=()
     for f in "$root"/cuda/src/*.cc "$root"/cuda/src/cuda/*.cc "$root"/cuda/src/cuda/*.cu \
-      "$root/cuda/shuffle/byte_shuffle.cc" "$root/cuda/bench/device_bench.cc"; do
+      "$root/plugins/kit/shuffle/byte_shuffle.cc" "$root/cuda/bench/device_bench.cc"; do
       case $f in *cuda_unavailable.cc) ;; *) srcs+=("$f") ;; esac
     done
     if run 240 "$nvcc" -O2 -std=c++20 "${gencode[@]}" -I"$root/cuda/include" -I"$root/cuda/src" \
-      -I"$root/abi" -I"$root/cuda/shuffle/include" \
+      -I"$root/abi" -I"$root/plugins/kit/shuffle/include" \
       -DTIER_DEVICE_HAVE_CUDA=1 "-DTIER_CUDA_ARCHITECTURES=\"${archs//;/ }\"" -cudart static \
       -Xcompiler=-Wall,-Wextra "${srcs[@]}" -o "$bench_bin"; then
       built=yes

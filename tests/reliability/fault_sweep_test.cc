@@ -1,4 +1,4 @@
-// FaultInjection (sweeps): every file operation a spill or restore makes is failed in turn, with
+// FaultSweep: every file operation a spill or restore makes is failed in turn, with
 // EIO and with ENOSPC, on both I/O paths. Each time the operation completes exactly once with the
 // status the errno maps to, the failure is counted by result, nothing partial is visible or left
 // on disk, the budget is released, and the tier keeps working.
@@ -92,15 +92,15 @@ void SweepSpill(int err) {
   }
 }
 
-TEST(FaultInjection, EverySpillFileCallFailingWithEioIsIoError) {
+TEST(FaultSweep, EverySpillFileCallFailingWithEioIsIoError) {
   SweepSpill(EIO);
 }
 
-TEST(FaultInjection, EverySpillFileCallFailingWithEnospcIsNoSpace) {
+TEST(FaultSweep, EverySpillFileCallFailingWithEnospcIsNoSpace) {
   SweepSpill(ENOSPC);
 }
 
-TEST(FaultInjection, EveryBackendWriteFailureOnIoUringIsClean) {
+TEST(FaultSweep, EveryBackendWriteFailureOnIoUringIsClean) {
   struct Case {
     int64_t result;
     tier_status want;
@@ -129,7 +129,7 @@ TEST(FaultInjection, EveryBackendWriteFailureOnIoUringIsClean) {
   }
 }
 
-TEST(FaultInjection, EveryShortPwriteIsContinuedToAWholeCheckpoint) {
+TEST(FaultSweep, EveryShortPwriteIsContinuedToAWholeCheckpoint) {
   for (int nth = 1; nth <= 16; ++nth) {
     SCOPED_TRACE("short pwrite " + std::to_string(nth));
     FaultRig rig(/*threads=*/true, Options().Set("compression", "off"));
@@ -179,7 +179,7 @@ bool RestoreWithFault(bool threads, int nth, int err) {
   return true;
 }
 
-TEST(FaultInjection, EveryRestoreReadFailureIsIoErrorAndKeepsTheEntry) {
+TEST(FaultSweep, EveryRestoreReadFailureIsIoErrorAndKeepsTheEntry) {
   for (bool threads : {true, false}) {
     int failed = 0;
     for (int nth = 1; nth <= 64 && RestoreWithFault(threads, nth, EIO); ++nth) ++failed;
@@ -187,7 +187,7 @@ TEST(FaultInjection, EveryRestoreReadFailureIsIoErrorAndKeepsTheEntry) {
   }
 }
 
-TEST(FaultInjection, RemoveWhoseUnlinkFailsKeepsTheEntry) {
+TEST(FaultSweep, RemoveWhoseUnlinkFailsKeepsTheEntry) {
   FaultRig rig(/*threads=*/false);
   ASSERT_TRUE(rig.p);
   Checkpoint cp = StandardCheckpoint(11, 1);
@@ -206,7 +206,7 @@ TEST(FaultInjection, RemoveWhoseUnlinkFailsKeepsTheEntry) {
   EXPECT_EQ(rig.CheckNothingVisible(), "");
 }
 
-TEST(FaultInjection, CorruptFileThatCannotBeMovedAsideIsDeleted) {
+TEST(FaultSweep, CorruptFileThatCannotBeMovedAsideIsDeleted) {
   FaultRig rig(/*threads=*/false, Options().Set("compression", "off"));
   ASSERT_TRUE(rig.p);
   Checkpoint cp = StandardCheckpoint(12, 1);

@@ -1,7 +1,7 @@
-// FaultInjection on a real full filesystem: a small tmpfs, and a small ext4 image on a loop
-// device, are filled through the provider until it answers no-space. Each runs in a child process
-// with its own mount namespace, so the mount can never outlive the test. Skipped, saying why, where
-// the machine does not allow mounts (no CAP_SYS_ADMIN, no loop devices, no mkfs.ext4).
+// FullFilesystem: faults from a real full filesystem: a small tmpfs, and a small ext4 image on a
+// loop device, are filled through the provider until it answers no-space. Each runs in a child
+// process with its own mount namespace, so the mount can never outlive the test. Skipped, saying
+// why, where the machine does not allow mounts (no CAP_SYS_ADMIN, no loop devices, no mkfs.ext4).
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>
@@ -191,7 +191,7 @@ std::string RunOnFilesystem(const std::string& mount_command, bool* skip) {
   return text;
 }
 
-TEST(FaultInjection, FullTmpfsAnswersNoSpaceAndRecovers) {
+TEST(FullFilesystem, FullTmpfsAnswersNoSpaceAndRecovers) {
   bool skip = false;
   const std::string report =
       RunOnFilesystem("mount -t tmpfs -o size=12m,mode=0700 tier-full-test \"$MNT\"", &skip);
@@ -199,7 +199,7 @@ TEST(FaultInjection, FullTmpfsAnswersNoSpaceAndRecovers) {
   EXPECT_EQ(report, "");
 }
 
-TEST(FaultInjection, FullExt4LoopImageAnswersNoSpaceAndRecovers) {
+TEST(FullFilesystem, FullExt4LoopImageAnswersNoSpaceAndRecovers) {
   bool skip = false;
   const std::string report = RunOnFilesystem(
       "command -v mkfs.ext4 && truncate -s 24m \"$IMG\" && mkfs.ext4 -q -F \"$IMG\" && "

@@ -1,5 +1,5 @@
 // Byte-plane shuffle and its inverse on device memory; the same bytes as tier::shuffle's
-// ByteShuffle (cuda/shuffle/byte_shuffle.cc):
+// ByteShuffle (plugins/kit/shuffle/byte_shuffle.cc):
 // dst[b * n + i] = src[i * E + b], the bytes % E tail copied unchanged to the end.
 #include <algorithm>
 #include <cstdint>

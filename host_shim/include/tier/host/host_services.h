@@ -1,4 +1,7 @@
 // host_services.h -- the tier_host_services table the host lends to providers: log, metrics, clock.
+// TOOL-LEVEL: not part of the integration API (host_shim/README.md, "Headers"); for the tools and
+// tests built on the library (tier-host, tier-bench, the tests). tier::Host (host.h) lends the
+// services table itself.
 #pragma once
 
 #include <tier/host/metrics_registry.h>

@@ -66,9 +66,11 @@ class MetricsRegistry {
   // The Prometheus text exposition of everything registered.
   std::string ExpositionText() const;
 
-  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
-
  private:
+  // The prometheus-cpp registry is not part of the integration API: only the library's own
+  // /metrics endpoint (MetricsServer) reaches it.
+  friend class MetricsServer;
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
   std::shared_ptr<prometheus::Registry> registry_;
   mutable std::mutex mutex_;
   std::map<std::string, std::unique_ptr<MetricFamily>> families_;  // guarded by mutex_

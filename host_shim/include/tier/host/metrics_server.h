@@ -1,6 +1,9 @@
 // metrics_server.h -- the host's one /metrics endpoint: the registry in Prometheus' text format,
 // served by a small poll() server of its own (src/metrics_http.h), so that idle or slow clients
 // never hold the thread that answers scrapes.
+// TOOL-LEVEL: not part of the integration API (host_shim/README.md, "Headers"); for the tools and
+// tests built on the library (tier-host, tier-bench, the tests). a server serves
+// MetricsRegistry::ExpositionText() from its own endpoint.
 #pragma once
 
 #include <chrono>

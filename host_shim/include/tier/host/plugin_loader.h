@@ -1,4 +1,7 @@
 // plugin_loader.h -- dlopen a tier provider, call its entry point, negotiate and validate the ABI.
+// TOOL-LEVEL: not part of the integration API (host_shim/README.md, "Headers"); for the tools and
+// tests built on the library (tier-host, tier-bench, the tests). tier::Host (host.h) loads the
+// plugin itself.
 #pragma once
 
 #include <cstddef>

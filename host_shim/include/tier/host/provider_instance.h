@@ -1,4 +1,7 @@
 // provider_instance.h -- a C++ handle on one opened provider instance (RAII over open/close).
+// TOOL-LEVEL: not part of the integration API (host_shim/README.md, "Headers"); for the tools and
+// tests built on the library (tier-host, tier-bench, the tests). tier::Host (host.h) opens and
+// drives the provider itself.
 #pragma once
 
 #include <atomic>
@@ -11,12 +14,11 @@
 #include <vector>
 
 #include <tier/host/plugin_loader.h>
+#include <tier/host/types.h>
 #include <tier/status.h>
 #include "tier_provider.h"
 
 namespace tier {
-
-using ProviderOptions = std::vector<std::pair<std::string, std::string>>;
 
 // What an asynchronous spill or restore reported through its completion.
 struct Completion {
