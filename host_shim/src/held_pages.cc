@@ -12,15 +12,6 @@
 
 namespace tier {
 
-Result<std::shared_ptr<HostCopy>> Host::Impl::NewKvScratch(const CheckpointEntry& entry) {
-  std::vector<uint64_t> sizes;
-  for (uint32_t i = 0; i < entry.kv_segments; ++i)
-    sizes.push_back(entry.segments[i].physical_bytes);
-  auto copy = HostCopy::Allocate(arena_.get(), sizes);
-  if (!copy.ok()) return copy.status();
-  return releaser_->Own(std::move(copy).value());
-}
-
 std::vector<uint64_t> Host::Impl::PageSums(const HostCopy& copy, uint32_t pages) const {
   const device::PoolLayout& layout = device_->pool().layout;
   std::vector<uint64_t> sums(pages, 0);
@@ -73,7 +64,7 @@ void Host::Impl::CheckHitReads() {
 
 void Host::Impl::StartHitCheck(CheckpointEntry* e) {
   if (!options_.verify_held_pages || e->page_sums.empty()) return;
-  auto scratch = NewKvScratch(*e);
+  auto scratch = memory_->NewKvScratch(*e);
   if (!scratch.ok()) {
     Log(TIER_LOG_DEBUG, "host: no host memory to verify the pages of " + KeyHex(e->key));
     return;

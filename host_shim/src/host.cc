@@ -249,7 +249,7 @@ Result<std::unique_ptr<Host::Impl>> Host::Impl::Open(HostOptions options) {
   impl->stats_.host_pin_chunks = pinned.host_pin_chunks;
   impl->stats_.host_pin_ns = pinned.host_pin_ns;
   impl->device_ = std::move(device).value();
-  impl->arena_ = std::move(arena).value();
+  impl->memory_ = std::make_unique<HostMemory>(std::move(arena).value());
   impl->options_.engine = engine.value();
   impl->server_metrics_->SetDevicePath(impl->device_->engine().path_name());
   TIER_RETURN_IF_ERROR(impl->OpenProvider());
@@ -301,10 +301,9 @@ Host::Impl::~Impl() {
     cold_->Abandon();
     (void)cold_.release();
     (void)queue_.release();
-    (void)arena_.release();
-    services_.reset();  // inert from now on; the abandoned instance retains its table
+    (void)memory_.release();  // the arena and the releaser
+    services_.reset();        // inert from now on; the abandoned instance retains its table
     (void)own_metrics_.release();
-    (void)releaser_.release();
     for (auto& [id, op] : ops_) (void)op.release();
     return;
   }
@@ -319,7 +318,7 @@ Host::Impl::~Impl() {
   ops_.clear();
   demotions_.clear();
   seals_.clear();
-  releaser_.reset();  // frees them all before the arena goes
+  memory_->FreeAll();  // frees them all before the arena goes
 }
 
 void Host::Impl::CheckCaller(const char* method) const {

@@ -14,7 +14,6 @@
 //  - the catalog's per-tier byte totals equal the sums over its entries.
 #pragma once
 
-#include <tier/device/host_arena.h>
 #include <tier/host/cost_model.h>
 #include <tier/host/host.h>
 #include <tier/host/host_services.h>
@@ -32,9 +31,9 @@
 #include "cold_tier.h"
 #include "device_tier.h"
 #include "event_queue.h"
+#include "host_memory.h"
 #include "kv_events.h"
 #include "policy.h"
-#include "releaser.h"
 #include "server_metrics.h"
 #include "tenant_metrics.h"
 
@@ -177,13 +176,9 @@ class Host::Impl {
   bool SealOnHost(CheckpointEntry* entry, const SealRequest& request,
                   std::span<const StateBuffer> state, Sealed* sealed, std::string* why);
   void WriteManifests(const CheckpointEntry& entry, HostCopy* copy) const;
-  // Room in the Host arena for the entry's segments, owned by the releaser. When the arena is full
-  // but copies let go are still being freed, waits for them (frees only return extents to the
-  // arena's one chunk: microseconds) and tries once more. NO_SPACE otherwise.
-  Result<std::shared_ptr<HostCopy>> NewHostCopy(const CheckpointEntry& entry);
-  // NewHostCopy; when the arena is full, first drops idle Host copies that Cold or Device back,
-  // least valuable first (a seal, a demotion or a restore would otherwise be refused, dropped or
-  // wait while the logical Host budget has room).
+  // HostMemory::NewHostCopy; when the arena is full, first drops idle Host copies that Cold or
+  // Device back, least valuable first (a seal, a demotion or a restore would otherwise be refused,
+  // dropped or wait while the logical Host budget has room).
   Result<std::shared_ptr<HostCopy>> HostCopyMakingRoom(const CheckpointEntry& entry);
   struct SealOp {
     uint64_t id = 0;
@@ -196,8 +191,6 @@ class Host::Impl {
   void CheckSeals();
 
   // ---- verify_held_pages (held_pages.cc) ------------------------------------------------------
-  // Host memory for a gather of the entry's KV segments alone.
-  Result<std::shared_ptr<HostCopy>> NewKvScratch(const CheckpointEntry& entry);
   // One checksum per page over every layer and plane of a gathered copy of `pages` pages.
   std::vector<uint64_t> PageSums(const HostCopy& copy, uint32_t pages) const;
   // Compares a gathered copy with the sums taken at the seal; on a difference logs an error naming
@@ -326,8 +319,7 @@ class Host::Impl {
   uint64_t cold_capacity_bytes_ = 0;  // stored bytes the provider accepts (0 = no cold tier)
   bool shared_tier_ = false;          // TIER_CAP_SHARED with a probe slot
   std::unique_ptr<DeviceTier> device_;
-  std::unique_ptr<device::HostArena> arena_;
-  std::unique_ptr<Releaser> releaser_ = std::make_unique<Releaser>();  // frees Host copies
+  std::unique_ptr<HostMemory> memory_;           // the pinned arena and its releaser
   std::unique_ptr<KvEventPublisher> kv_events_;  // null unless kv_events.addr (outlives catalog_)
   Catalog catalog_;
   PolicyOrder policy_;

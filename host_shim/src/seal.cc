@@ -149,23 +149,8 @@ uint64_t Host::Impl::LogicalOf(const std::vector<SegmentSpec>& segments) const {
   return logical;
 }
 
-Result<std::shared_ptr<HostCopy>> Host::Impl::NewHostCopy(const CheckpointEntry& entry) {
-  std::vector<uint64_t> sizes;
-  for (const SegmentSpec& s : entry.segments) sizes.push_back(s.physical_bytes);
-  auto copy = HostCopy::Allocate(arena_.get(), sizes);
-  if (!copy.ok()) {
-    // Copies let go of are freed on the releaser's thread: wait for those queued or being freed
-    // (returns at once when none) and try again: a release that finished after the failed
-    // allocation has freed memory too.
-    releaser_->Drain();
-    copy = HostCopy::Allocate(arena_.get(), sizes);
-  }
-  if (!copy.ok()) return copy.status();
-  return releaser_->Own(std::move(copy).value());
-}
-
 Result<std::shared_ptr<HostCopy>> Host::Impl::HostCopyMakingRoom(const CheckpointEntry& entry) {
-  auto copy = NewHostCopy(entry);
+  auto copy = memory_->NewHostCopy(entry);
   if (copy.ok()) return copy;
   // The pinned memory is full while the logical Host budget may not be: let go of Host copies
   // that another tier backs (Cold or Device), least valuable first, until it fits. Each costs only
@@ -176,7 +161,7 @@ Result<std::shared_ptr<HostCopy>> Host::Impl::HostCopyMakingRoom(const Checkpoin
     if (victim == &entry || !(victim->in(kCold) || victim->in(kDevice))) continue;
     policy_.OnLeave(*victim);
     DropHost(victim, "evicted");
-    copy = NewHostCopy(entry);
+    copy = memory_->NewHostCopy(entry);
     if (copy.ok()) return copy;
   }
   return copy;
@@ -266,7 +251,7 @@ bool Host::Impl::SealOnDevice(CheckpointEntry* entry, const SealRequest& r,
   sealed->on_device = true;
   std::shared_ptr<HostCopy> verify;
   if (options_.verify_held_pages) {  // the pages as sealed: checked whenever they are read
-    auto scratch = NewKvScratch(*entry);
+    auto scratch = memory_->NewKvScratch(*entry);
     auto gathered = scratch.ok() ? device_->ToHost(r.pages, {}, *scratch.value())
                                  : Result<CopyJob>(scratch.status());
     if (gathered.ok()) {
@@ -296,8 +281,8 @@ bool Host::Impl::SealOnHost(CheckpointEntry* entry, const SealRequest& r,
   if (!copy.ok()) {
     *why = "it needs " + std::to_string(entry->physical_bytes) +
            " bytes of pinned Host memory; host_memory_bytes is " +
-           std::to_string(arena_->capacity_bytes()) + " with " +
-           std::to_string(arena_->used_bytes()) +
+           std::to_string(memory_->capacity_bytes()) + " with " +
+           std::to_string(memory_->used_bytes()) +
            " in use (Host copies, restores staging, demotions, seals in flight): retry after a "
            "later Poll() (pressure frees it as spills complete) or raise host_memory_bytes";
     return false;
